@@ -1,0 +1,75 @@
+"""The environment API: what a simulator implements and how batches of it travel.
+
+numpy only; importing this package never imports torch.
+"""
+
+from entityrl.env.batched import BatchedEnvironment
+from entityrl.env.batching import Batcher
+from entityrl.env.environment import Environment
+from entityrl.env.observation import (
+    Action,
+    ActionMask,
+    CategoricalAction,
+    CategoricalActionMask,
+    EntityID,
+    GlobalCategoricalAction,
+    GlobalCategoricalActionMask,
+    Observation,
+    SelectEntityAction,
+    SelectEntityActionMask,
+)
+from entityrl.env.process_vec_env import EnvWorkerError, ProcessVecEnv
+from entityrl.env.spaces import (
+    ActionSpace,
+    CategoricalActionSpace,
+    Entity,
+    GlobalCategoricalActionSpace,
+    ObsSpace,
+    SelectEntityActionSpace,
+)
+from entityrl.env.validator import (
+    EnvValidationError,
+    ValidatingEnvironment,
+    validate_observation,
+    validate_spaces,
+)
+from entityrl.env.vec_env import EnvFactory, EpisodeTracker, SerialVecEnv, VecEnv
+from entityrl.env.vec_obs import VecActionMask, VecCategoricalMask, VecObs, VecSelectEntityMask
+from entityrl.ragged import RaggedArray
+
+__all__ = [
+    "Action",
+    "ActionMask",
+    "ActionSpace",
+    "BatchedEnvironment",
+    "Batcher",
+    "CategoricalAction",
+    "CategoricalActionMask",
+    "CategoricalActionSpace",
+    "Entity",
+    "EntityID",
+    "EnvFactory",
+    "EnvValidationError",
+    "EnvWorkerError",
+    "Environment",
+    "EpisodeTracker",
+    "GlobalCategoricalAction",
+    "GlobalCategoricalActionMask",
+    "GlobalCategoricalActionSpace",
+    "ObsSpace",
+    "Observation",
+    "ProcessVecEnv",
+    "RaggedArray",
+    "SelectEntityAction",
+    "SelectEntityActionMask",
+    "SelectEntityActionSpace",
+    "SerialVecEnv",
+    "ValidatingEnvironment",
+    "VecActionMask",
+    "VecCategoricalMask",
+    "VecEnv",
+    "VecObs",
+    "VecSelectEntityMask",
+    "validate_observation",
+    "validate_spaces",
+]

@@ -1,0 +1,74 @@
+"""Base class for natively batched simulators: all copies stepped at once in numpy.
+
+A :class:`BatchedEnvironment` keeps the state of every copy in arrays and builds the
+:class:`VecObs` directly, with no per-copy Python objects. It is the fast path for simulators
+written against entityrl: the per-environment loop of :class:`SerialVecEnv` disappears.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Mapping
+
+import numpy as np
+import numpy.typing as npt
+
+from entityrl.env.vec_env import EpisodeTracker, VecEnv, check_actions
+from entityrl.env.vec_obs import VecObs
+from entityrl.ragged import RaggedArray
+
+
+class BatchedEnvironment(VecEnv):
+    """``num_envs`` copies of a simulation held in numpy arrays.
+
+    Subclasses set :attr:`obs_space` and :attr:`action_space` and implement
+    :meth:`reset_envs` (start new episodes in some copies), :meth:`step` (advance every copy,
+    returning reward and done) and :meth:`observe` (the current state as a VecObs; reward,
+    done and metrics are filled in here). Copies whose episode ended are reset automatically.
+    """
+
+    def __init__(self, num_envs: int, seed: int | None = None) -> None:
+        if num_envs < 1:
+            raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+        self.num_envs = num_envs
+        self.rng = np.random.default_rng(seed)
+        self.episodes = EpisodeTracker(num_envs)
+        self._last: VecObs | None = None
+
+    @abstractmethod
+    def reset_envs(self, envs: npt.NDArray[np.int64]) -> None:
+        """Start a new episode in each of the copies ``envs``."""
+
+    @abstractmethod
+    def step(
+        self, actions: Mapping[str, RaggedArray]
+    ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.bool_]]:
+        """Advance every copy by one step; return (reward, done) per copy."""
+
+    @abstractmethod
+    def observe(self) -> VecObs:
+        """The current state of every copy (reward/done/metrics need not be set)."""
+
+    def reset(self) -> VecObs:
+        self.reset_envs(np.arange(self.num_envs, dtype=np.int64))
+        self.episodes.reset()
+        obs = self.observe()
+        obs.reward = np.zeros(self.num_envs, dtype=np.float32)
+        obs.done = np.zeros(self.num_envs, dtype=np.bool_)
+        self._last = obs
+        return obs
+
+    def act(self, actions: Mapping[str, RaggedArray]) -> VecObs:
+        if self._last is None:
+            raise RuntimeError("call reset() before act()")
+        check_actions(actions, self._last, self.action_space)
+        reward, done = self.step(actions)
+        ended = np.flatnonzero(done)
+        if ended.size:
+            self.reset_envs(ended)
+        obs = self.observe()
+        obs.reward = reward.astype(np.float32, copy=False)
+        obs.done = done
+        obs.metrics = self.episodes.step(obs.reward, done)
+        self._last = obs
+        return obs

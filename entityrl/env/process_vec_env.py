@@ -1,0 +1,193 @@
+"""Environments stepped in worker processes.
+
+Each worker owns a contiguous block of environments and runs a :class:`SerialVecEnv` over it, so
+what crosses the process boundary is one already-batched :class:`VecObs` per worker per step (a
+few contiguous numpy arrays, cheap to pickle), never one object per environment or entity.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import os
+import signal
+import traceback
+from collections.abc import Mapping
+from multiprocessing.connection import Connection
+from typing import Any
+
+import numpy as np
+
+from entityrl.env.vec_env import EnvFactory, SerialVecEnv, VecEnv, check_actions, split_rows
+from entityrl.env.vec_obs import VecObs
+from entityrl.ragged import RaggedArray
+
+_POLL_SECONDS = 0.05
+
+
+class EnvWorkerError(RuntimeError):
+    """An environment worker raised an exception or died."""
+
+
+def _worker(
+    conn: Connection,
+    make_env: EnvFactory,
+    num_envs: int,
+    seed: int | None,
+    seed_offset: int,
+    validate: bool,
+) -> None:
+    # Ctrl-C is the parent's to handle; a worker that dies of it would only add noise.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        envs = SerialVecEnv(make_env, num_envs, seed, validate=validate, seed_offset=seed_offset)
+        conn.send(("ok", (envs.obs_space, envs.action_space)))
+    except BaseException:
+        conn.send(("error", traceback.format_exc()))
+        return
+    while True:
+        try:
+            command, payload = conn.recv()
+        except (EOFError, OSError):
+            break  # parent went away
+        if command == "close":
+            envs.close()
+            conn.send(("ok", None))
+            break
+        try:
+            result = envs.reset() if command == "reset" else envs.act(payload)
+            conn.send(("ok", result))
+        except BaseException:
+            conn.send(("error", traceback.format_exc()))
+
+
+class ProcessVecEnv(VecEnv):
+    """``num_envs`` environments split over ``num_workers`` processes (default: CPU count).
+
+    Plays exactly the episodes a :class:`SerialVecEnv` with the same ``seed`` plays. An
+    exception inside an environment is raised here as :class:`EnvWorkerError` carrying the
+    worker's traceback; a worker that dies is reported within a fraction of a second.
+    """
+
+    def __init__(
+        self,
+        make_env: EnvFactory,
+        num_envs: int,
+        seed: int | None = None,
+        *,
+        num_workers: int | None = None,
+        validate: bool = False,
+        start_method: str | None = None,
+    ) -> None:
+        if num_envs < 1:
+            raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+        workers = min(num_envs, num_workers or os.cpu_count() or 1)
+        if workers < 1:
+            raise ValueError(f"num_workers must be >= 1, got {num_workers}")
+        method = start_method or ("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+        context = mp.get_context(method)
+        self.num_envs = num_envs
+        sizes = np.full(workers, num_envs // workers)
+        sizes[: num_envs % workers] += 1
+        self.bounds = [0, *np.cumsum(sizes).tolist()]
+        self._conns: list[Connection] = []
+        self._procs: list[Any] = []
+        self._last: VecObs | None = None
+        self._closed = False
+        for k in range(workers):
+            parent, child = context.Pipe()
+            proc = context.Process(
+                target=_worker,
+                args=(child, make_env, int(sizes[k]), seed, self.bounds[k], validate),
+                daemon=True,
+                name=f"entityrl-env-worker-{k}",
+            )
+            proc.start()
+            child.close()
+            self._conns.append(parent)
+            self._procs.append(proc)
+        spaces = self._gather()
+        self.obs_space, self.action_space = spaces[0]
+
+    # ------------------------------------------------------------------ protocol
+    def _describe(self, k: int) -> str:
+        return f"environment worker {k} (environments {self.bounds[k]}..{self.bounds[k + 1] - 1})"
+
+    def _receive(self, k: int) -> Any:
+        conn, proc = self._conns[k], self._procs[k]
+        while not conn.poll(_POLL_SECONDS):
+            if not proc.is_alive():
+                if conn.poll():  # it answered just before exiting
+                    break
+                self.close()
+                raise EnvWorkerError(
+                    f"{self._describe(k)} died unexpectedly (exit code {proc.exitcode})"
+                )
+        try:
+            status, payload = conn.recv()
+        except (EOFError, OSError) as err:
+            self.close()
+            raise EnvWorkerError(f"{self._describe(k)} closed its connection: {err}") from err
+        if status == "error":
+            self.close()
+            raise EnvWorkerError(f"{self._describe(k)} raised an exception:\n{payload}")
+        return payload
+
+    def _gather(self) -> list[Any]:
+        return [self._receive(k) for k in range(len(self._conns))]
+
+    def _send(self, k: int, message: tuple[str, Any]) -> None:
+        try:
+            self._conns[k].send(message)
+        except (BrokenPipeError, OSError) as err:
+            self.close()
+            raise EnvWorkerError(f"{self._describe(k)} is gone: {err}") from err
+
+    def _ensure_open(self) -> None:
+        if self._closed:
+            raise EnvWorkerError("this ProcessVecEnv is closed")
+
+    # ------------------------------------------------------------------ VecEnv
+    def reset(self) -> VecObs:
+        self._ensure_open()
+        for k in range(len(self._conns)):
+            self._send(k, ("reset", None))
+        self._last = VecObs.concat(self._gather(), self.choices)
+        return self._last
+
+    def act(self, actions: Mapping[str, RaggedArray]) -> VecObs:
+        self._ensure_open()
+        if self._last is None:
+            raise RuntimeError("call reset() before act()")
+        check_actions(actions, self._last, self.action_space)
+        for k, part in enumerate(split_rows(actions, self.bounds)):
+            self._send(k, ("act", part))
+        self._last = VecObs.concat(self._gather(), self.choices)
+        return self._last
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for conn, proc in zip(self._conns, self._procs, strict=True):
+            if proc.is_alive():
+                with contextlib.suppress(BrokenPipeError, OSError):
+                    conn.send(("close", None))
+        for conn, proc in zip(self._conns, self._procs, strict=True):
+            proc.join(timeout=1.0)
+            if proc.is_alive():
+                proc.terminate()
+                proc.join(timeout=1.0)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+            conn.close()
+
+    def __del__(self) -> None:
+        if not getattr(self, "_closed", True):
+            self.close()
+
+    @property
+    def pids(self) -> list[int]:
+        """Process ids of the workers (for monitoring and tests)."""
+        return [p.pid for p in self._procs]

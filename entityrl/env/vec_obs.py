@@ -1,0 +1,167 @@
+"""The batched form of observations that vectorized environments hand to the policy.
+
+A batch has one row per (environment, step). Within a row, entities are indexed in
+:class:`~entityrl.env.spaces.ObsSpace` order: all entities of the first type, then of the second,
+and so on. Actor and actee indices refer to that order. A global categorical action is taken by
+a pseudo-entity with index ``n`` (the number of entities in the row), which carries the row's
+global features.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from entityrl.ragged import RaggedArray
+
+
+@dataclass
+class VecCategoricalMask:
+    """Actors of a categorical (or global categorical) action and their legal choices.
+
+    ``actors``: int64 (rows, actors, 1), entity index within the row. ``mask``: bool
+    (rows, actors, choices) or None when every choice is legal everywhere.
+    """
+
+    actors: RaggedArray
+    mask: RaggedArray | None = None
+
+    def take(self, rows: npt.NDArray[np.int64]) -> VecCategoricalMask:
+        return VecCategoricalMask(
+            self.actors.take(rows), None if self.mask is None else self.mask.take(rows)
+        )
+
+    @staticmethod
+    def concat(masks: Sequence[VecCategoricalMask], choices: int) -> VecCategoricalMask:
+        actors = RaggedArray.concat([m.actors for m in masks])
+        if all(m.mask is None for m in masks):
+            return VecCategoricalMask(actors, None)
+        filled = [
+            m.mask if m.mask is not None else _all_true(m.actors.lengths, choices) for m in masks
+        ]
+        return VecCategoricalMask(actors, RaggedArray.concat(filled))
+
+
+@dataclass
+class VecSelectEntityMask:
+    """Actors of a select-entity action, their candidates, and which candidates are legal.
+
+    ``actors`` and ``actees``: int64 (rows, n, 1), entity indices within the row. ``mask``: bool
+    (rows, actors * actees, 1), actor-major (actor ``a``'s row of candidates is contiguous), or
+    None when every actor may select every actee.
+    """
+
+    actors: RaggedArray
+    actees: RaggedArray
+    mask: RaggedArray | None = None
+
+    def take(self, rows: npt.NDArray[np.int64]) -> VecSelectEntityMask:
+        return VecSelectEntityMask(
+            self.actors.take(rows),
+            self.actees.take(rows),
+            None if self.mask is None else self.mask.take(rows),
+        )
+
+    @staticmethod
+    def concat(masks: Sequence[VecSelectEntityMask]) -> VecSelectEntityMask:
+        actors = RaggedArray.concat([m.actors for m in masks])
+        actees = RaggedArray.concat([m.actees for m in masks])
+        if all(m.mask is None for m in masks):
+            return VecSelectEntityMask(actors, actees, None)
+        filled = [
+            m.mask if m.mask is not None else _all_true(m.actors.lengths * m.actees.lengths, 1)
+            for m in masks
+        ]
+        return VecSelectEntityMask(actors, actees, RaggedArray.concat(filled))
+
+
+VecActionMask = VecCategoricalMask | VecSelectEntityMask
+
+
+@dataclass
+class VecObs:
+    """A batch of observations, one row per environment (and, in buffers, per step).
+
+    ``features``: float32 ragged (rows, entities, features) per entity type, every type of the
+    observation space present. ``global_features``: float32 (rows, global features).
+    ``visible``: bool ragged (rows, entities, 1) for the types where some entity is hidden from
+    the policy; absent types are fully visible. ``action_masks``: one per action of the action
+    space. ``reward``/``done``: per row; ``done`` means the row's episode ended on this step
+    (the row's features are then already those of the next episode's first observation).
+    ``metrics``: for episodes that ended on this step, one value per ended episode.
+    """
+
+    features: dict[str, RaggedArray]
+    global_features: npt.NDArray[np.float32]
+    action_masks: dict[str, VecActionMask]
+    reward: npt.NDArray[np.float32]
+    done: npt.NDArray[np.bool_]
+    visible: dict[str, RaggedArray] = field(default_factory=dict)
+    metrics: dict[str, npt.NDArray[np.float64]] = field(default_factory=dict)
+
+    @property
+    def num_rows(self) -> int:
+        return self.reward.shape[0]
+
+    def entity_counts(self) -> npt.NDArray[np.int64]:
+        """Number of entities in each row (all types)."""
+        counts = np.zeros(self.num_rows, dtype=np.int64)
+        for feats in self.features.values():
+            counts += feats.lengths
+        return counts
+
+    def take(self, rows: npt.NDArray[np.int64]) -> VecObs:
+        """The given rows (metrics are not per row and are dropped)."""
+        return VecObs(
+            features={k: v.take(rows) for k, v in self.features.items()},
+            global_features=self.global_features[rows],
+            action_masks={k: m.take(rows) for k, m in self.action_masks.items()},
+            reward=self.reward[rows],
+            done=self.done[rows],
+            visible={k: v.take(rows) for k, v in self.visible.items()},
+        )
+
+    @staticmethod
+    def concat(batches: Sequence[VecObs], choices: Mapping[str, int]) -> VecObs:
+        """Rows of all ``batches`` in order; ``choices`` gives each categorical action's size
+        (to fill masks that some batches omit)."""
+        if len(batches) == 1:
+            return batches[0]
+        first = batches[0]
+        visible: dict[str, RaggedArray] = {}
+        for name in {k for b in batches for k in b.visible}:
+            visible[name] = RaggedArray.concat(
+                [
+                    b.visible[name] if name in b.visible else _all_true(b.features[name].lengths, 1)
+                    for b in batches
+                ]
+            )
+        action_masks: dict[str, VecActionMask] = {}
+        for name, mask in first.action_masks.items():
+            parts = [b.action_masks[name] for b in batches]
+            if isinstance(mask, VecSelectEntityMask):
+                action_masks[name] = VecSelectEntityMask.concat(parts)  # type: ignore[arg-type]
+            else:
+                action_masks[name] = VecCategoricalMask.concat(parts, choices[name])  # type: ignore[arg-type]
+        metrics: dict[str, list[npt.NDArray[np.float64]]] = {}
+        for b in batches:
+            for key, values in b.metrics.items():
+                metrics.setdefault(key, []).append(values)
+        return VecObs(
+            features={
+                k: RaggedArray.concat([b.features[k] for b in batches]) for k in first.features
+            },
+            global_features=np.concatenate([b.global_features for b in batches]),
+            action_masks=action_masks,
+            reward=np.concatenate([b.reward for b in batches]),
+            done=np.concatenate([b.done for b in batches]),
+            visible=visible,
+            metrics={k: np.concatenate(v) for k, v in metrics.items()},
+        )
+
+
+def _all_true(lengths: npt.NDArray[np.int64], features: int) -> RaggedArray:
+    return RaggedArray(np.ones((int(lengths.sum()), features), dtype=np.bool_), lengths)
