@@ -19,6 +19,7 @@ from entityrl.env.observation import (
     SelectEntityActionMask,
 )
 from entityrl.env.process_vec_env import EnvWorkerError, ProcessVecEnv
+from entityrl.env.random_policy import RandomPolicy
 from entityrl.env.spaces import (
     ActionSpace,
     CategoricalActionSpace,
@@ -60,6 +61,7 @@ __all__ = [
     "Observation",
     "ProcessVecEnv",
     "RaggedArray",
+    "RandomPolicy",
     "SelectEntityAction",
     "SelectEntityActionMask",
     "SelectEntityActionSpace",

@@ -308,7 +308,7 @@ class _ObservationCheck:
                 self.fail(field, "no choices declared")
             return
         array = np.asarray(mask)
-        if array.dtype != np.bool_:
+        if array.dtype != np.bool_ and array.size:
             self.fail(field, f"expected booleans, got dtype {array.dtype}")
         if array.shape != shape and not (array.size == 0 and math.prod(shape) == 0):
             labels = "(choices,)" if len(shape) == 1 else f"(actors, {what})"

@@ -44,6 +44,10 @@ class VecEnv(ABC):
     def close(self) -> None:
         """Release environments and any worker processes."""
 
+    def render(self, index: int = 0) -> str:
+        """A picture of environment ``index`` for people, if the environment draws one."""
+        raise NotImplementedError(f"{type(self).__name__} does not render")
+
     def __enter__(self) -> VecEnv:
         return self
 
@@ -163,6 +167,9 @@ class SerialVecEnv(VecEnv):
             batch.metrics[key] = np.asarray(values, dtype=np.float64)
         self._last = batch
         return batch
+
+    def render(self, index: int = 0) -> str:
+        return self.envs[index].render()
 
     def close(self) -> None:
         for env in self.envs:

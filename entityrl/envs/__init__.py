@@ -1,0 +1,85 @@
+"""Built-in environments, by name.
+
+``make("MineSweeper", width=4)`` builds one environment; ``make_vec("MineSweeper", 64, seed=0)``
+builds a vectorized batch of them (natively batched environments build themselves).
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import inspect
+from typing import Any
+
+from entityrl.env import BatchedEnvironment, Environment, ProcessVecEnv, SerialVecEnv, VecEnv
+from entityrl.envs.minesweeper import MineSweeper
+
+REGISTRY: dict[str, type[Environment] | type[BatchedEnvironment]] = {
+    "MineSweeper": MineSweeper,
+}
+
+
+def names() -> list[str]:
+    """Names of all registered environments."""
+    return sorted(REGISTRY)
+
+
+def register(name: str, cls: type[Environment] | type[BatchedEnvironment]) -> None:
+    """Make ``cls`` available by ``name`` (to ``make``, ``make_vec`` and the CLI)."""
+    if not (issubclass(cls, Environment) or issubclass(cls, BatchedEnvironment)):
+        raise TypeError(f"{cls!r} is neither an Environment nor a BatchedEnvironment")
+    REGISTRY[name] = cls
+
+
+def lookup(name: str) -> type[Environment] | type[BatchedEnvironment]:
+    """The class registered under ``name``; a clear error (with suggestions) if there is none."""
+    if name in REGISTRY:
+        return REGISTRY[name]
+    close = difflib.get_close_matches(name, REGISTRY, n=3, cutoff=0.5)
+    hint = f" Did you mean {', '.join(close)}?" if close else ""
+    raise KeyError(f"unknown environment {name!r}.{hint} Registered: {', '.join(names())}")
+
+
+def check_kwargs(name: str, kwargs: dict[str, Any]) -> None:
+    """Reject keyword arguments the environment's constructor does not accept."""
+    cls = lookup(name)
+    params = inspect.signature(cls).parameters
+    accepted = [p for p in params if p not in ("num_envs", "seed")]
+    for key in kwargs:
+        if key not in accepted:
+            raise TypeError(
+                f"{name}: unknown argument {key!r}; accepted: {', '.join(accepted) or 'none'}"
+            )
+
+
+def make(name: str, **kwargs: Any) -> Environment:
+    """One environment of a registered (non-batched) type."""
+    cls = lookup(name)
+    if issubclass(cls, BatchedEnvironment):
+        raise TypeError(f"{name} is natively batched; use make_vec({name!r}, num_envs)")
+    check_kwargs(name, kwargs)
+    return cls(**kwargs)
+
+
+def make_vec(
+    name: str,
+    num_envs: int,
+    seed: int | None = None,
+    *,
+    processes: int = 0,
+    validate: bool = False,
+    **kwargs: Any,
+) -> VecEnv:
+    """``num_envs`` copies of a registered environment: in this process, or split over
+    ``processes`` worker processes when ``processes > 1``."""
+    cls = lookup(name)
+    check_kwargs(name, kwargs)
+    if issubclass(cls, BatchedEnvironment):
+        return cls(num_envs=num_envs, seed=seed, **kwargs)  # type: ignore[call-arg]
+    factory = functools.partial(cls, **kwargs)
+    if processes > 1:
+        return ProcessVecEnv(factory, num_envs, seed, num_workers=processes, validate=validate)
+    return SerialVecEnv(factory, num_envs, seed, validate=validate)
+
+
+__all__ = ["REGISTRY", "check_kwargs", "lookup", "make", "make_vec", "names", "register"]
