@@ -1,0 +1,186 @@
+"""Per-entity-type embedding into one flat ``(N, d_model)`` tensor, with optional translation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from entityrl.env.spaces import ObsSpace
+from entityrl.env.vec_obs import VecObs
+from entityrl.nn.input_norm import RunningNorm
+from entityrl.nn.layout import BatchLayout
+
+
+@dataclass
+class TranslationConfig:
+    """Re-centre position features on a reference entity (and optionally rotate them).
+
+    Every entity type that has all ``position_features`` (other than the reference type itself)
+    sees its positions relative to the first ``reference_entity`` of its row; with
+    ``rotation_angle_feature`` (an angle in radians of the reference entity) positions are also
+    rotated so that the reference faces the +x axis.
+    """
+
+    reference_entity: str
+    """Entity type placed at the origin."""
+    position_features: list[str]
+    """Names of the position features, e.g. ["x", "y"]."""
+    rotation_angle_feature: str | None = None
+    """Feature of the reference entity giving its heading in radians (None: no rotation)."""
+
+
+class Translation:
+    """Applies a :class:`TranslationConfig` to raw feature tensors (numpy-side indexing)."""
+
+    def __init__(self, config: TranslationConfig, obs_space: ObsSpace) -> None:
+        ref = obs_space.entities.get(config.reference_entity)
+        if ref is None:
+            raise ValueError(
+                f"translation.reference_entity: unknown entity type {config.reference_entity!r}; "
+                f"entity types: {list(obs_space.entities)}"
+            )
+        missing = [f for f in config.position_features if f not in ref.features]
+        if missing:
+            raise ValueError(
+                f"translation.position_features: {missing} are not features of "
+                f"{config.reference_entity!r} (its features: {list(ref.features)})"
+            )
+        self.reference = config.reference_entity
+        self.ref_columns = [ref.features.index(f) for f in config.position_features]
+        self.angle_column = (
+            None
+            if config.rotation_angle_feature is None
+            else _feature_index(ref.features, config.rotation_angle_feature, "translation")
+        )
+        self.columns = {
+            name: [entity.features.index(f) for f in config.position_features]
+            for name, entity in obs_space.entities.items()
+            if name != self.reference
+            and all(f in entity.features for f in config.position_features)
+        }
+
+    def apply(
+        self, obs: VecObs, raw: dict[str, torch.Tensor], rows: int
+    ) -> dict[str, torch.Tensor]:
+        ref = obs.features[self.reference]
+        has_ref = ref.lengths > 0
+        first = torch.from_numpy(ref.offsets[:-1][has_ref])
+        ref_rows = torch.from_numpy(np.flatnonzero(has_ref))
+        ref_feats = raw[self.reference][first]
+        origin = torch.zeros(rows, len(self.ref_columns))
+        origin[ref_rows] = ref_feats[:, self.ref_columns]
+        if self.angle_column is not None:
+            angle = torch.zeros(rows)
+            angle[ref_rows] = ref_feats[:, self.angle_column]
+            cos, sin = torch.cos(angle), torch.sin(angle)
+        out = dict(raw)
+        for name, cols in self.columns.items():
+            feats = raw[name]
+            if feats.shape[0] == 0:
+                continue
+            item_rows = torch.from_numpy(obs.features[name].row_index())
+            rel = feats[:, cols] - origin[item_rows]
+            if self.angle_column is not None:
+                c, s = cos[item_rows], sin[item_rows]
+                x, y = rel[:, 0], rel[:, 1]
+                rel = torch.stack([x * c + y * s, -x * s + y * c], dim=1)
+            feats = feats.clone()
+            feats[:, cols] = rel
+            out[name] = feats
+        return out
+
+
+def _feature_index(features: tuple[str, ...] | list[str], name: str, where: str) -> int:
+    if name not in features:
+        raise ValueError(f"{where}: unknown feature {name!r}; features: {list(features)}")
+    return list(features).index(name)
+
+
+class EntityEmbedding(nn.Module):
+    """Normalize, project (Linear, ReLU, LayerNorm) and flatten the entities of every type.
+
+    Global features are appended to every entity's features, so they reach every entity.
+    With ``global_token``, each row also gets one extra entity built from the global features
+    alone (the actor of global categorical actions).
+    """
+
+    def __init__(
+        self,
+        obs_space: ObsSpace,
+        d_model: int,
+        global_token: bool,
+        translation: TranslationConfig | None = None,
+        norm_clip: float = 5.0,
+    ) -> None:
+        super().__init__()
+        self.entity_names = list(obs_space.entities)
+        self.num_global = len(obs_space.global_features)
+        self.global_token = global_token
+        widths = {name: len(e.features) for name, e in obs_space.entities.items()}
+        if global_token:
+            widths["__global__"] = 0
+        self.translation = None if translation is None else Translation(translation, obs_space)
+        self.norms = nn.ModuleDict()
+        self.projections = nn.ModuleDict()
+        for name, width in widths.items():
+            key = _module_key(name)
+            total = width + self.num_global
+            if total == 0:
+                self.projections[key] = _Constant(d_model)
+                continue
+            self.norms[key] = RunningNorm(total, norm_clip)
+            self.projections[key] = nn.Sequential(
+                nn.Linear(total, d_model), nn.ReLU(), nn.LayerNorm(d_model)
+            )
+        self.d_model = d_model
+
+    def raw_features(self, obs: VecObs) -> dict[str, torch.Tensor]:
+        """Per type, the input features (own + global), translated; before normalization."""
+        globals_ = torch.from_numpy(obs.global_features)
+        raw: dict[str, torch.Tensor] = {
+            name: torch.from_numpy(obs.features[name].data) for name in self.entity_names
+        }
+        if self.translation is not None:
+            raw = self.translation.apply(obs, raw, obs.num_rows)
+        if self.num_global:
+            for name in self.entity_names:
+                rows = torch.from_numpy(obs.features[name].row_index())
+                raw[name] = torch.cat([raw[name], globals_[rows]], dim=1)
+        if self.global_token:
+            raw["__global__"] = globals_
+        return raw
+
+    @torch.no_grad()
+    def update_normalizers(self, obs: VecObs) -> None:
+        for name, feats in self.raw_features(obs).items():
+            key = _module_key(name)
+            if key in self.norms:
+                self.norms[key].update(feats)
+
+    def forward(self, raw: dict[str, torch.Tensor], layout: BatchLayout) -> torch.Tensor:
+        x = torch.empty(layout.num_entities, self.d_model)
+        for name, feats in raw.items():
+            key = _module_key(name)
+            if key in self.norms:
+                feats = self.norms[key](feats)
+            x.index_copy_(0, layout.type_positions[name], self.projections[key](feats))
+        return x
+
+
+class _Constant(nn.Module):
+    """A learned embedding for entities that have no features at all."""
+
+    def __init__(self, d_model: int) -> None:
+        super().__init__()
+        self.embedding = nn.Parameter(torch.randn(d_model) * 0.02)
+
+    def forward(self, feats: torch.Tensor) -> torch.Tensor:
+        return self.embedding.expand(feats.shape[0], -1)
+
+
+def _module_key(name: str) -> str:
+    """ModuleDict keys may not contain dots; entity names may."""
+    return name.replace(".", "\u2024")

@@ -1,0 +1,163 @@
+"""Where every entity of a ragged batch goes: the index bookkeeping RogueNet needs, in numpy.
+
+All entities of a batch live in one flat ``(N, d_model)`` tensor ordered by row, then by
+entity index within the row (the VecObs order: entity types in ObsSpace order). When the
+network has a global token (for global categorical actions) it is the last entity of each row,
+at index = number of real entities, matching the VecObs convention for global actors.
+
+Everything here is computed with a handful of vectorized numpy calls per batch and handed to
+torch without copies (``torch.from_numpy``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import torch
+
+from entityrl.env.vec_obs import VecCategoricalMask, VecObs, VecSelectEntityMask
+from entityrl.ragged import RaggedArray, ranges
+
+
+def _tensor(array: npt.NDArray) -> torch.Tensor:
+    return torch.from_numpy(np.ascontiguousarray(array))
+
+
+@dataclass
+class SelectLayout:
+    """A select-entity action laid out as a padded (actor rows, actors, actees) problem."""
+
+    actor_flat: torch.Tensor  # (A,) flat entity index of each actor
+    actee_flat: torch.Tensor  # (E,) flat entity index of each candidate
+    rows: int  # rows that have actors
+    max_actors: int
+    max_actees: int
+    actor_slot: torch.Tensor  # (A,) slot of each actor in the (rows * max_actors) grid
+    actee_slot: torch.Tensor  # (E,) slot of each candidate in the (rows * max_actees) grid
+    legal: torch.Tensor  # (A, max_actees) bool: candidate j exists (and is allowed) for actor a
+
+
+@dataclass
+class BatchLayout:
+    """Index metadata of one batch of rows (see module docstring)."""
+
+    num_rows: int
+    num_entities: int
+    lengths: npt.NDArray[np.int64]  # (R,) entities per row (incl. global token)
+    type_positions: dict[str, torch.Tensor]  # flat index of every entity of each type
+    type_rows: dict[str, torch.Tensor]  # row of every entity of each type
+    row_of_entity: torch.Tensor  # (N,)
+    width: int  # longest row
+    pad_index: torch.Tensor | None  # (N,) slot in the (R * width) grid; None if rows are equal
+    key_valid: torch.Tensor  # (R, width) bool
+    visible: torch.Tensor | None  # (N,) bool, None when everything is visible
+    row_start: npt.NDArray[np.int64]  # (R,) flat index of each row's first entity
+    global_positions: torch.Tensor | None  # (R,) flat index of each row's global token
+
+    @property
+    def padded(self) -> bool:
+        return self.pad_index is not None
+
+
+def build_layout(obs: VecObs, entity_names: list[str], global_token: bool) -> BatchLayout:
+    """Lay out the entities of ``obs`` (types in ``entity_names`` order)."""
+    rows = obs.num_rows
+    type_lengths = [obs.features[name].lengths for name in entity_names]
+    if global_token:
+        type_lengths.append(np.ones(rows, dtype=np.int64))
+    lengths = np.sum(type_lengths, axis=0) if type_lengths else np.zeros(rows, dtype=np.int64)
+    lengths = np.asarray(lengths, dtype=np.int64).reshape(rows)
+    row_start = np.cumsum(lengths) - lengths
+    n = int(lengths.sum())
+
+    type_positions: dict[str, torch.Tensor] = {}
+    type_rows: dict[str, torch.Tensor] = {}
+    offset_in_row = np.zeros(rows, dtype=np.int64)
+    all_rows = np.arange(rows, dtype=np.int64)
+    for name, type_len in zip([*entity_names, "__global__"], type_lengths, strict=False):
+        type_positions[name] = _tensor(ranges(row_start + offset_in_row, type_len))
+        type_rows[name] = _tensor(np.repeat(all_rows, type_len))
+        offset_in_row += type_len
+
+    row_of_entity = np.repeat(all_rows, lengths)
+    width = int(lengths.max()) if rows else 0
+    if rows and (lengths == width).all():
+        pad_index = None
+    else:
+        position = np.arange(n, dtype=np.int64) - np.repeat(row_start, lengths)
+        pad_index = _tensor(row_of_entity * width + position)
+    key_valid = np.arange(width, dtype=np.int64)[None, :] < lengths[:, None]
+
+    visible = None
+    if obs.visible:
+        flags = np.ones(n, dtype=np.bool_)
+        for name, vis in obs.visible.items():
+            flags[type_positions[name].numpy()] = vis.data[:, 0]
+        if not flags.all():
+            visible = _tensor(flags)
+
+    return BatchLayout(
+        num_rows=rows,
+        num_entities=n,
+        lengths=lengths,
+        type_positions=type_positions,
+        type_rows=type_rows,
+        row_of_entity=_tensor(row_of_entity),
+        width=width,
+        pad_index=pad_index,
+        key_valid=_tensor(key_valid),
+        visible=visible,
+        row_start=row_start,
+        global_positions=type_positions.get("__global__") if global_token else None,
+    )
+
+
+def flat_actor_index(
+    actors: RaggedArray, row_start: npt.NDArray[np.int64]
+) -> npt.NDArray[np.int64]:
+    """Actor indices within their rows, shifted to indices into the flat entity tensor."""
+    return actors.data[:, 0] + np.repeat(row_start, actors.lengths)
+
+
+def categorical_inputs(
+    mask: VecCategoricalMask, row_start: npt.NDArray[np.int64]
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(flat actor index, legal-choice mask or None) of a categorical action."""
+    actors = _tensor(flat_actor_index(mask.actors, row_start))
+    legal = None if mask.mask is None else _tensor(mask.mask.data)
+    return actors, legal
+
+
+def select_layout(mask: VecSelectEntityMask, row_start: npt.NDArray[np.int64]) -> SelectLayout:
+    """Lay out a select-entity action: actors and their candidates, padded per row."""
+    acting = mask.actors.lengths > 0
+    actor_counts = mask.actors.lengths[acting]
+    actee_counts = mask.actees.lengths[acting]
+    rows = int(acting.sum())
+    max_actors = int(actor_counts.max()) if rows else 0
+    max_actees = int(actee_counts.max()) if rows else 0
+    compact_row = np.arange(rows, dtype=np.int64)
+    actor_row = np.repeat(compact_row, actor_counts)
+    actor_pos = mask.actors.position_in_row()
+    actee_row = np.repeat(compact_row, actee_counts)
+    actee_pos = mask.actees.position_in_row()
+    # Candidate j exists for actor a iff j < number of candidates in a's row.
+    per_actor_actees = np.repeat(actee_counts, actor_counts)
+    legal = np.arange(max_actees, dtype=np.int64)[None, :] < per_actor_actees[:, None]
+    if mask.mask is not None and mask.mask.items:
+        # The dense mask is actor-major per row: actor a's candidates are contiguous.
+        cols = ranges(np.zeros_like(per_actor_actees), per_actor_actees)
+        actor_of_pair = np.repeat(np.arange(per_actor_actees.shape[0]), per_actor_actees)
+        legal[actor_of_pair, cols] = mask.mask.data[:, 0]
+    return SelectLayout(
+        actor_flat=_tensor(flat_actor_index(mask.actors, row_start)),
+        actee_flat=_tensor(flat_actor_index(mask.actees, row_start)),
+        rows=rows,
+        max_actors=max_actors,
+        max_actees=max_actees,
+        actor_slot=_tensor(actor_row * max_actors + actor_pos),
+        actee_slot=_tensor(actee_row * max_actees + actee_pos),
+        legal=_tensor(legal),
+    )
