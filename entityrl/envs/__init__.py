@@ -12,10 +12,36 @@ import inspect
 from typing import Any
 
 from entityrl.env import BatchedEnvironment, Environment, ProcessVecEnv, SerialVecEnv, VecEnv
+from entityrl.envs.cherry_pick import CherryPick
+from entityrl.envs.cherry_pick_batched import CherryPickBatched
+from entityrl.envs.count import Count
+from entityrl.envs.floor_is_lava import FloorIsLava
+from entityrl.envs.minefield import Minefield
 from entityrl.envs.minesweeper import MineSweeper
+from entityrl.envs.move_to_origin import MoveToOrigin
+from entityrl.envs.multi_armed_bandit import MultiArmedBandit
+from entityrl.envs.multi_snake import MultiSnake
+from entityrl.envs.not_hotdog import NotHotdog
+from entityrl.envs.pick_matching_balls import PickMatchingBalls
+from entityrl.envs.rock_paper_scissors import RockPaperScissors
+from entityrl.envs.treasure_hunt import TreasureHunt
+from entityrl.envs.xor import Xor
 
 REGISTRY: dict[str, type[Environment] | type[BatchedEnvironment]] = {
+    "CherryPick": CherryPick,
+    "CherryPickBatched": CherryPickBatched,
+    "Count": Count,
+    "FloorIsLava": FloorIsLava,
+    "Minefield": Minefield,
     "MineSweeper": MineSweeper,
+    "MoveToOrigin": MoveToOrigin,
+    "MultiArmedBandit": MultiArmedBandit,
+    "MultiSnake": MultiSnake,
+    "NotHotdog": NotHotdog,
+    "PickMatchingBalls": PickMatchingBalls,
+    "RockPaperScissors": RockPaperScissors,
+    "TreasureHunt": TreasureHunt,
+    "Xor": Xor,
 }
 
 
