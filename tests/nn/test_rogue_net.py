@@ -284,7 +284,7 @@ def test_normalizer_statistics_change_only_through_update() -> None:
 
 
 def test_bad_inputs_name_what_is_wrong() -> None:
-    with pytest.raises(ValueError, match="divisible by net.n_head"):
+    with pytest.raises(ValueError, match=r"divisible by net\.n_head"):
         RogueNetConfig(d_model=30, n_head=4)
     with pytest.raises(ValueError, match="pooling"):
         RogueNetConfig(pooling="sum")  # type: ignore[arg-type]
