@@ -59,7 +59,7 @@ class Batcher:
                 if feats is None:
                     continue
                 array = np.asarray(feats, dtype=np.float32)
-                if array.size == 0:
+                if array.ndim == 1 and array.size == 0:  # an empty list of rows
                     array = array.reshape(0, width)
                 counts[i, t] = array.shape[0]
                 arrays.append(array)
@@ -179,12 +179,14 @@ class Batcher:
                     index = int(values[0])
                     per_env[i][name] = GlobalCategoricalAction(index, space.choices[index])
                     continue
-                actor_ids = _ids(obs, self.type_names, spec.actor_ids, spec.actor_types)  # type: ignore[union-attr]
+                actor_ids = obs.named_entities(self.type_names, spec.actor_ids, spec.actor_types)  # type: ignore[union-attr]
                 if isinstance(space, CategoricalActionSpace):
                     per_env[i][name] = CategoricalAction(actor_ids, values, space.choices)
                 else:
                     assert isinstance(spec, SelectEntityActionMask)
-                    candidates = _ids(obs, self.type_names, spec.actee_ids, spec.actee_types)
+                    candidates = obs.named_entities(
+                        self.type_names, spec.actee_ids, spec.actee_types
+                    )
                     per_env[i][name] = SelectEntityAction(
                         actor_ids, [candidates[j] for j in values.tolist()]
                     )
@@ -229,26 +231,8 @@ class _IndexResolver:
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
     def _id_map(self, i: int) -> dict[EntityID, int]:
-        obs = self.observations[i]
-        index: dict[EntityID, int] = {}
-        for name in self.batcher.type_names:
-            for entity_id in obs.entity_ids(name):
-                index[entity_id] = len(index)
-        return index
-
-
-def _ids(
-    obs: Observation,
-    type_names: Sequence[str],
-    ids: Sequence[EntityID] | None,
-    types: Sequence[str] | None,
-) -> list[EntityID]:
-    if ids is not None:
-        return list(ids)
-    result: list[EntityID] = []
-    for name in type_names if types is None else types:
-        result.extend(obs.entity_ids(name))
-    return result
+        ids = self.observations[i].named_entities(self.batcher.type_names)
+        return dict(zip(ids, range(len(ids)), strict=True))
 
 
 def _index_ragged(

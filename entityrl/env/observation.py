@@ -133,3 +133,21 @@ class Observation:
         if ids is not None:
             return ids
         return [(entity_type, i) for i in range(self.num_entities(entity_type))]
+
+    def named_entities(
+        self,
+        type_order: Sequence[str],
+        ids: Sequence[EntityID] | None = None,
+        types: Sequence[str] | None = None,
+    ) -> list[EntityID]:
+        """The ids an actor or actee specification names, in batch order.
+
+        ``ids`` as given; else every entity of ``types``; else every entity, types taken in
+        ``type_order`` (the observation space's order).
+        """
+        if ids is not None:
+            return list(ids)
+        named: list[EntityID] = []
+        for name in type_order if types is None else types:
+            named.extend(self.entity_ids(name))
+        return named

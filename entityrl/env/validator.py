@@ -1,16 +1,19 @@
 """Checks that an environment keeps the promises its spaces make.
 
 Wrap an environment in :class:`ValidatingEnvironment` (or pass ``validate=True`` to a VecEnv)
-while developing it: every observation from ``reset`` and ``act`` is checked, and the first
-broken rule raises :class:`EnvValidationError` naming the environment, the entity or action type,
-the field, what was expected and what came.
+while developing it: its declarations, every observation from ``reset`` and ``act``, and every
+action given to ``act`` are checked, and the first broken rule raises
+:class:`EnvValidationError` naming the environment, the entity or action type, the field, what
+was expected and what came.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from functools import cached_property
+from itertools import chain
+from typing import Any, NoReturn
 
 import numpy as np
 import numpy.typing as npt
@@ -45,6 +48,16 @@ _ACTION_FOR_SPACE: dict[type, type] = {
     SelectEntityActionSpace: SelectEntityAction,
     GlobalCategoricalActionSpace: GlobalCategoricalAction,
 }
+# Python and numpy scalars accepted as numbers (complex and strings are not).
+_NUMBER_TYPES = (bool, int, float, np.bool_, np.integer, np.floating)
+_NUMERIC_KINDS = "biuf"
+_OBSERVATION_DICTS = {
+    "features": "entity type -> features",
+    "ids": "entity type -> ids",
+    "visible": "entity type -> booleans",
+    "actions": "action name -> action mask",
+    "metrics": "metric name -> number",
+}
 
 
 class EnvValidationError(ValueError):
@@ -57,6 +70,12 @@ def validate_spaces(obs_space: Any, action_space: Any, env_name: str = "environm
         raise EnvValidationError(
             f"{env_name}: obs_space(): expected an ObsSpace, got {type(obs_space).__name__}"
         )
+    for name in obs_space.entities:
+        if not isinstance(name, str) or not name:
+            raise EnvValidationError(
+                f"{env_name}: obs_space(): expected entity type names to be non-empty strings, "
+                f"got {name!r}"
+            )
     if not isinstance(action_space, Mapping):
         raise EnvValidationError(
             f"{env_name}: action_space(): expected a dict of action name -> action space, "
@@ -65,17 +84,14 @@ def validate_spaces(obs_space: Any, action_space: Any, env_name: str = "environm
     for name, space in action_space.items():
         if not isinstance(name, str) or not name:
             raise EnvValidationError(
-                f"{env_name}: action_space(): action names must be non-empty strings, got {name!r}"
+                f"{env_name}: action_space(): expected action names to be non-empty strings, "
+                f"got {name!r}"
             )
         if type(space) not in _MASK_FOR_SPACE:
             raise EnvValidationError(
-                f"{env_name}: action_space()[{name!r}]: expected CategoricalActionSpace, "
-                f"SelectEntityActionSpace or GlobalCategoricalActionSpace, got {type(space).__name__}"
-            )
-    for name in obs_space.entities:
-        if not isinstance(name, str) or not name:
-            raise EnvValidationError(
-                f"{env_name}: obs_space(): entity type names must be non-empty strings, got {name!r}"
+                f"{env_name}: action_space()[{name!r}]: expected a CategoricalActionSpace, "
+                "SelectEntityActionSpace or GlobalCategoricalActionSpace, "
+                f"got {type(space).__name__}"
             )
 
 
@@ -90,6 +106,9 @@ def validate_observation(
 
 
 class _ObservationCheck:
+    """The rules for one observation. Cheap numpy checks first; the slow per-item search for
+    the culprit runs only once a rule is known to be broken."""
+
     def __init__(
         self,
         obs: Any,
@@ -101,10 +120,9 @@ class _ObservationCheck:
         self.obs_space = obs_space
         self.action_space = action_space
         self.env_name = env_name
-        self.counts: dict[str, int] = {}
-        self.id_types: dict[EntityID, str] = {}
+        self.counts: dict[str, int] = dict.fromkeys(obs_space.entities, 0)
 
-    def fail(self, field: str, message: str) -> None:
+    def fail(self, field: str, message: str) -> NoReturn:
         raise EnvValidationError(f"{self.env_name}: Observation.{field}: {message}")
 
     def run(self) -> None:
@@ -113,125 +131,179 @@ class _ObservationCheck:
                 f"{self.env_name}: expected reset()/act() to return an Observation, "
                 f"got {type(self.obs).__name__}"
             )
+        for field, content in _OBSERVATION_DICTS.items():
+            value = getattr(self.obs, field)
+            if not isinstance(value, Mapping):
+                self.fail(field, f"expected a dict of {content}, got {type(value).__name__}")
         self.check_features()
         self.check_global_features()
         self.check_ids()
         self.check_visible()
-        self.check_actions()
+        self.check_action_masks()
         self.check_reward_done_metrics()
 
-    # ---------------------------------------------------------------- entities
-    def check_features(self) -> None:
-        declared = self.obs_space.entities
-        for name, feats in self.obs.features.items():
-            if name not in declared:
-                self.fail(
-                    f"features[{name!r}]",
-                    f"unknown entity type {name!r}; declared types: {_names(declared)}",
-                )
-            expected = declared[name].features
-            array = self._numeric_rows(f"features[{name!r}]", feats, expected)
-            self.counts[name] = array.shape[0]
-        for name in declared:
-            self.counts.setdefault(name, 0)
+    def known_type(self, field: str, name: Any) -> None:
+        if not isinstance(name, str) or name not in self.obs_space.entities:
+            self.fail(
+                field,
+                f"unknown entity type {name!r}; declared types: {_names(self.obs_space.entities)}",
+            )
 
-    def _numeric_rows(
-        self, field: str, rows: Any, expected: Sequence[str]
-    ) -> npt.NDArray[np.float64]:
-        width = len(expected)
-        want = f"{width} features per entity ({', '.join(expected) or 'none'})"
-        if not isinstance(rows, np.ndarray):
-            if not isinstance(rows, Sequence) or isinstance(rows, (str, bytes)):
-                self.fail(
-                    field, f"expected a 2-D array or a list of rows, got {type(rows).__name__}"
-                )
-            for i, row in enumerate(rows):
-                if not isinstance(row, (Sequence, np.ndarray)) or isinstance(row, (str, bytes)):
-                    self.fail(f"{field}[{i}]", f"expected a row of {want}, got {row!r}")
-                if len(row) != width:
-                    self.fail(f"{field}[{i}]", f"expected {want}, got {len(row)} values")
+    # ---------------------------------------------------------------- features
+    def check_features(self) -> None:
+        for name, rows in self.obs.features.items():
+            field = f"features[{name!r}]"
+            self.known_type(field, name)
+            self.counts[name] = self.entity_rows(
+                field, rows, self.obs_space.entities[name].features
+            )
+
+    def entity_rows(self, field: str, rows: Any, names: Sequence[str]) -> int:
+        """Check an ``(entities, features)`` array or list of rows; return the entity count."""
+        width = len(names)
+        want = f"{width} features per entity ({_listed(names)})"
+        if not _is_sequence(rows):
+            self.fail(
+                field,
+                f"expected an (entities, {width}) array or a list of rows of {want}, "
+                f"got {type(rows).__name__}",
+            )
         try:
-            array = np.asarray(rows, dtype=np.float64)
-        except (TypeError, ValueError) as err:
-            self.fail(field, f"expected numbers, got values numpy cannot read as floats ({err})")
-        if array.size == 0:
-            array = array.reshape(0, width)
-        if array.ndim != 2 or array.shape[1] != width:
-            self.fail(
-                field, f"expected shape (entities, {width}) with {want}, got shape {array.shape}"
-            )
-        bad = ~np.isfinite(array)
-        if bad.any():
-            i, j = (int(k) for k in np.argwhere(bad)[0])
-            self.fail(
-                f"{field}[{i}]",
-                f"feature {expected[j]!r} is {array[i, j]}; features must be finite",
-            )
-        return array
+            array = np.asarray(rows)
+            got = f"shape {array.shape}"
+        except (TypeError, ValueError) as err:  # rows of different lengths
+            array, got = None, f"rows numpy cannot stack ({err})"
+        if array is not None and array.ndim == 1 and array.size == 0:
+            return 0  # an empty list of rows
+        if array is None or array.ndim != 2 or array.shape[1] != width:
+            if not isinstance(rows, np.ndarray):
+                for i, row in enumerate(rows):
+                    if not _is_sequence(row):
+                        self.fail(f"{field}[{i}]", f"expected a row of {want}, got {row!r}")
+                    if len(row) != width:
+                        self.fail(f"{field}[{i}]", f"expected {want}, got {len(row)}: {row!r}")
+            self.fail(field, f"expected shape (entities, {width}) with {want}, got {got}")
+        self.check_numbers(field, rows, array, names)
+        return array.shape[0]
+
+    def check_numbers(
+        self, field: str, values: Any, array: npt.NDArray[Any], names: Sequence[str]
+    ) -> None:
+        """Every value of ``array`` (built from ``values``) is a finite number; the last axis
+        of ``array`` runs over the features ``names``."""
+        if array.dtype.kind not in _NUMERIC_KINDS:
+            # numpy turned the whole array into strings or objects; find the value to blame.
+            for index, value in np.ndenumerate(np.asarray(values, dtype=object)):
+                if not isinstance(value, _NUMBER_TYPES):
+                    self.fail(
+                        _at(field, index),
+                        f"feature {names[index[-1]]!r}: expected a number, "
+                        f"got {type(value).__name__} {value!r}",
+                    )
+            self.fail(field, f"expected numbers, got an array of dtype {array.dtype}")
+        if array.dtype.kind == "f":
+            bad = ~np.isfinite(array)
+            if bad.any():
+                index = tuple(int(k) for k in np.argwhere(bad)[0])
+                self.fail(
+                    _at(field, index),
+                    f"feature {names[index[-1]]!r}: expected a finite number, got {array[index]}",
+                )
 
     def check_global_features(self) -> None:
-        expected = self.obs_space.global_features
+        names = self.obs_space.global_features
         values = self.obs.global_features
+        want = f"{len(names)} global features ({_listed(names)})"
+        if not _is_sequence(values):
+            self.fail(
+                "global_features",
+                f"expected a list or 1-D array of {want}, got {type(values).__name__}",
+            )
         try:
-            array = np.asarray(values, dtype=np.float64).reshape(-1)
+            array = np.asarray(values)
         except (TypeError, ValueError) as err:
-            self.fail(
-                "global_features", f"expected {len(expected)} numbers, got {values!r} ({err})"
-            )
-        if array.shape[0] != len(expected):
-            self.fail(
-                "global_features",
-                f"expected {len(expected)} values ({', '.join(expected) or 'none declared'}), "
-                f"got {array.shape[0]}",
-            )
-        bad = np.flatnonzero(~np.isfinite(array))
-        if bad.size:
-            self.fail(
-                "global_features",
-                f"{expected[bad[0]]!r} is {array[bad[0]]}; features must be finite",
-            )
+            self.fail("global_features", f"expected {want}, got values numpy cannot stack ({err})")
+        if array.shape != (len(names),):
+            self.fail("global_features", f"expected {want}, got shape {array.shape}")
+        self.check_numbers("global_features", values, array, names)
 
+    # ---------------------------------------------------------------- ids, visibility
     def check_ids(self) -> None:
-        for name in self.obs_space.entities:
-            for entity_id in self.obs.entity_ids(name):
-                if not isinstance(entity_id, Hashable):
-                    self.fail(f"ids[{name!r}]", f"ids must be hashable, got {entity_id!r}")
-                if entity_id in self.id_types:
-                    self.fail(
-                        f"ids[{name!r}]",
-                        f"duplicate id {entity_id!r} (also used by a {self.id_types[entity_id]!r} "
-                        "entity); every entity needs its own id",
-                    )
-                self.id_types[entity_id] = name
         for name, ids in self.obs.ids.items():
-            if name not in self.obs_space.entities:
+            field = f"ids[{name!r}]"
+            self.known_type(field, name)
+            if not _is_sequence(ids):
                 self.fail(
-                    f"ids[{name!r}]",
-                    f"unknown entity type {name!r}; declared types: {_names(self.obs_space.entities)}",
+                    field, f"expected a list of ids, one per entity, got {type(ids).__name__}"
                 )
             if len(ids) != self.counts[name]:
                 self.fail(
-                    f"ids[{name!r}]",
-                    f"expected one id per entity ({self.counts[name]}), got {len(ids)}",
+                    field, f"expected one id per entity ({self.counts[name]}), got {len(ids)}"
                 )
+        if self.obs.ids:
+            _ = self.known_ids  # hashable and unique (default ids are both by construction)
+
+    @cached_property
+    def known_ids(self) -> set[EntityID]:
+        """The ids of all entities; the observation fails if some are unhashable or repeated."""
+        by_type = {name: self.obs.entity_ids(name) for name in self.obs_space.entities}
+        all_ids = list(chain.from_iterable(by_type.values()))
+        try:
+            known = set(all_ids)
+        except TypeError:
+            for name, ids in by_type.items():
+                self.hashable(f"ids[{name!r}]", ids)
+            raise
+        if len(known) != len(all_ids):
+            owner: dict[EntityID, str] = {}
+            for name, ids in by_type.items():
+                for i, entity_id in enumerate(ids):
+                    if entity_id in owner:
+                        self.fail(
+                            f"ids[{name!r}][{i}]",
+                            f"expected every entity to have its own id, got {entity_id!r} "
+                            f"again (already the id of a {owner[entity_id]!r} entity)",
+                        )
+                    owner[entity_id] = name
+        return known
+
+    def hashable(self, field: str, values: Sequence[Any]) -> set[Any]:
+        """``set(values)``; fails naming the first value that cannot be hashed."""
+        try:
+            return set(values)
+        except TypeError:
+            for i, value in enumerate(values):
+                try:
+                    hash(value)
+                except TypeError:
+                    self.fail(
+                        f"{field}[{i}]",
+                        f"expected a hashable id, got {type(value).__name__} {value!r}",
+                    )
+            raise
 
     def check_visible(self) -> None:
         for name, visible in self.obs.visible.items():
-            if name not in self.obs_space.entities:
+            field = f"visible[{name!r}]"
+            self.known_type(field, name)
+            count = self.counts[name]
+            if not _is_sequence(visible):
                 self.fail(
-                    f"visible[{name!r}]",
-                    f"unknown entity type {name!r}; declared types: {_names(self.obs_space.entities)}",
+                    field,
+                    f"expected {count} booleans (one per entity), got {type(visible).__name__}",
                 )
             array = np.asarray(visible)
-            if array.shape != (self.counts[name],) or array.dtype != np.bool_:
+            if array.size == 0 and count == 0:
+                continue
+            if array.shape != (count,) or array.dtype != np.bool_:
                 self.fail(
-                    f"visible[{name!r}]",
-                    f"expected {self.counts[name]} booleans (one per entity), "
+                    field,
+                    f"expected {count} booleans (one per entity), "
                     f"got {array.dtype} of shape {array.shape}",
                 )
 
-    # ---------------------------------------------------------------- actions
-    def check_actions(self) -> None:
+    # ---------------------------------------------------------------- action masks
+    def check_action_masks(self) -> None:
         for name, spec in self.obs.actions.items():
             field = f"actions[{name!r}]"
             if name not in self.action_space:
@@ -239,134 +311,248 @@ class _ObservationCheck:
                     field, f"unknown action {name!r}; declared actions: {_names(self.action_space)}"
                 )
             space = self.action_space[name]
-            expected_mask = _MASK_FOR_SPACE[type(space)]
-            if not isinstance(spec, expected_mask):
+            expected = _MASK_FOR_SPACE[type(space)]
+            if not isinstance(spec, expected):
                 self.fail(
                     field,
-                    f"expected a {expected_mask.__name__} for a {type(space).__name__}, "
+                    f"expected a {expected.__name__} for a {type(space).__name__}, "
                     f"got {type(spec).__name__}",
                 )
             if isinstance(spec, GlobalCategoricalActionMask):
-                self._check_mask(f"{field}.mask", spec.mask, (len(space),), "choices")  # type: ignore[arg-type]
+                mask = self.mask(f"{field}.mask", spec.mask, (len(space),), "(choices,)")  # type: ignore[arg-type]
+                if mask is not None and not mask.any():
+                    self.fail(
+                        f"{field}.mask",
+                        "expected at least one legal choice, got every choice masked out",
+                    )
                 continue
-            actors = self._entities(f"{field}.actor", spec.actor_ids, spec.actor_types)
+            actors = self.entities(f"{field}.actor", spec.actor_ids, spec.actor_types)
             if isinstance(spec, CategoricalActionMask):
-                self._check_mask(
-                    f"{field}.mask",
-                    spec.mask,
-                    (actors, len(space)),
-                    "choices",  # type: ignore[arg-type]
-                )
+                columns, what = len(space), "choice"  # type: ignore[arg-type]
             else:
-                actees = self._entities(f"{field}.actee", spec.actee_ids, spec.actee_types)
-                if actors and not actees:
+                columns, what = (
+                    self.entities(f"{field}.actee", spec.actee_ids, spec.actee_types),
+                    "actee",
+                )
+                if actors and not columns:
                     self.fail(
                         field,
-                        f"{actors} actors but no entity to select; omit the action when nothing "
-                        "can be selected",
+                        f"expected at least one entity to select for its {actors} actors, got "
+                        "none; leave the action out of Observation.actions when nothing can "
+                        "be selected",
                     )
-                self._check_mask(f"{field}.mask", spec.mask, (actors, actees), "actees")
+            mask = self.mask(f"{field}.mask", spec.mask, (actors, columns), f"(actors, {what}s)")
+            if mask is not None and mask.size:
+                dead = np.flatnonzero(~mask.any(axis=1))
+                if dead.size:
+                    self.fail(
+                        f"{field}.mask[{dead[0]}]",
+                        f"expected at least one legal {what} for actor {dead[0]}, got a row of "
+                        "all False; leave the actor out instead",
+                    )
 
-    def _entities(
-        self, field: str, ids: Sequence[EntityID] | None, types: Sequence[str] | None
-    ) -> int:
-        """Check an actor/actee specification; return how many entities it names."""
+    def entities(self, field: str, ids: Any, types: Any) -> int:
+        """Check an actor or actee specification; return how many entities it names."""
+        role = field.rsplit(".", 1)[1]
         if ids is not None and types is not None:
-            self.fail(f"{field}_ids", f"give {field.rsplit('.', 1)[1]}_ids or _types, not both")
+            self.fail(f"{field}_ids", f"expected {role}_ids or {role}_types, got both")
         if types is not None:
-            if isinstance(types, str):
+            if not _is_sequence(types):
                 self.fail(
                     f"{field}_types",
-                    f"expected a list of entity type names, got the string {types!r}",
+                    f"expected a list of entity type names, got {type(types).__name__} {types!r}",
                 )
             for t in types:
-                if t not in self.obs_space.entities:
-                    self.fail(
-                        f"{field}_types",
-                        f"unknown entity type {t!r}; declared types: {_names(self.obs_space.entities)}",
-                    )
+                self.known_type(f"{field}_types", t)
             if len(set(types)) != len(types):
-                self.fail(f"{field}_types", f"entity types listed twice: {list(types)}")
+                self.fail(f"{field}_types", f"expected each type once, got {list(types)}")
             return sum(self.counts[t] for t in types)
         if ids is not None:
-            seen: set[EntityID] = set()
-            for entity_id in ids:
-                if not isinstance(entity_id, Hashable) or entity_id not in self.id_types:
-                    self.fail(
-                        f"{field}_ids",
-                        f"id {entity_id!r} is not an entity of this observation",
-                    )
-                if entity_id in seen:
-                    self.fail(f"{field}_ids", f"id {entity_id!r} listed twice")
-                seen.add(entity_id)
+            if not _is_sequence(ids):
+                self.fail(
+                    f"{field}_ids", f"expected a list of entity ids, got {type(ids).__name__}"
+                )
+            given = self.hashable(f"{field}_ids", ids)
+            if len(given) != len(ids):
+                self.fail(f"{field}_ids", f"expected each id once, got {list(ids)}")
+            if not given <= self.known_ids:
+                i, missing = next((i, x) for i, x in enumerate(ids) if x not in self.known_ids)
+                self.fail(
+                    f"{field}_ids[{i}]",
+                    f"expected the id of an entity of this observation, got {missing!r}",
+                )
             return len(ids)
         return sum(self.counts.values())
 
-    def _check_mask(self, field: str, mask: Any, shape: tuple[int, ...], what: str) -> None:
+    def mask(
+        self, field: str, mask: Any, shape: tuple[int, ...], layout: str
+    ) -> npt.NDArray[np.bool_] | None:
+        """The mask as a boolean array of ``shape``; None if the environment gave none."""
         if mask is None:
-            if len(shape) == 1 and shape[0] == 0:
-                self.fail(field, "no choices declared")
-            return
-        array = np.asarray(mask)
-        if array.dtype != np.bool_ and array.size:
+            return None
+        try:
+            array = np.asarray(mask)
+        except (TypeError, ValueError) as err:
+            self.fail(field, f"expected a boolean array of shape {shape} {layout}, got {err}")
+        if array.size == 0 and math.prod(shape) == 0:
+            return np.zeros(shape, dtype=np.bool_)
+        if array.shape != shape:
+            self.fail(field, f"expected shape {shape} {layout}, got shape {array.shape}")
+        if array.dtype != np.bool_:
             self.fail(field, f"expected booleans, got dtype {array.dtype}")
-        if array.shape != shape and not (array.size == 0 and math.prod(shape) == 0):
-            labels = "(choices,)" if len(shape) == 1 else f"(actors, {what})"
-            self.fail(field, f"expected shape {shape} {labels}, got {array.shape}")
-        if array.size == 0:
-            return
-        if array.ndim == 1:
-            if not array.any():
-                self.fail(field, "every choice is masked out; at least one must be legal")
-            return
-        dead = np.flatnonzero(~array.any(axis=1))
-        if dead.size:
-            self.fail(
-                field,
-                f"actor {int(dead[0])} has no legal {what} (its mask row is all False); "
-                "leave it out of the actors instead",
-            )
+        return array
 
     # ---------------------------------------------------------------- scalars
     def check_reward_done_metrics(self) -> None:
-        reward = self.obs.reward
-        if isinstance(reward, (bool, np.bool_)) or not isinstance(reward, (int, float, np.number)):
-            self.fail("reward", f"expected a number, got {type(reward).__name__} {reward!r}")
-        if not math.isfinite(float(reward)):
-            self.fail("reward", f"expected a finite number, got {reward}")
+        self.finite_number("reward", self.obs.reward)
         if not isinstance(self.obs.done, (bool, np.bool_)):
             self.fail(
                 "done", f"expected a bool, got {type(self.obs.done).__name__} {self.obs.done!r}"
             )
         for key, value in self.obs.metrics.items():
             if not isinstance(key, str):
-                self.fail("metrics", f"metric names must be strings, got {key!r}")
-            if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
-                self.fail(f"metrics[{key!r}]", f"expected a number, got {value!r}")
-            if not math.isfinite(float(value)):
-                self.fail(f"metrics[{key!r}]", f"expected a finite number, got {value}")
+                self.fail("metrics", f"expected metric names to be strings, got {key!r}")
+            self.finite_number(f"metrics[{key!r}]", value)
+
+    def finite_number(self, field: str, value: Any) -> None:
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, _NUMBER_TYPES):
+            self.fail(field, f"expected a number, got {type(value).__name__} {value!r}")
+        if not math.isfinite(float(value)):
+            self.fail(field, f"expected a finite number, got {value}")
 
 
 def validate_actions(
-    actions: Mapping[str, Action],
+    actions: Any,
     last: Observation,
+    obs_space: ObsSpace,
     action_space: Mapping[str, ActionSpace],
     env_name: str = "environment",
 ) -> None:
-    """Check actions given to ``act`` against the observation they answer."""
-    for name, action in actions.items():
+    """Check actions given to ``act`` against the observation they answer: every action the
+    observation offered to some actor is answered, by exactly the offered actors, each with a
+    choice in range that its mask allows (or, for select-entity, one of its candidates)."""
+    if not isinstance(actions, Mapping):
+        raise EnvValidationError(
+            f"{env_name}: act(): expected a dict of action name -> action, "
+            f"got {type(actions).__name__}"
+        )
+    for name in actions:
         where = f"{env_name}: act(actions[{name!r}])"
         if name not in action_space:
             raise EnvValidationError(
                 f"{where}: unknown action; declared actions: {_names(action_space)}"
             )
         if name not in last.actions:
-            raise EnvValidationError(f"{where}: the last observation did not offer this action")
+            raise EnvValidationError(
+                f"{where}: expected only actions the last observation offered "
+                f"({_names(last.actions)}), got this one"
+            )
+    type_order = list(obs_space.entities)
+    for name, spec in last.actions.items():
+        where = f"{env_name}: act(actions[{name!r}])"
+        action = actions.get(name)
+        if action is None:
+            offered = (
+                1
+                if isinstance(spec, GlobalCategoricalActionMask)
+                else len(last.named_entities(type_order, spec.actor_ids, spec.actor_types))
+            )
+            if offered:
+                raise EnvValidationError(
+                    f"{where}: expected an action for the {offered} actors the last "
+                    "observation offered it to, got none"
+                )
+            continue
         expected = _ACTION_FOR_SPACE[type(action_space[name])]
         if not isinstance(action, expected):
             raise EnvValidationError(
                 f"{where}: expected a {expected.__name__}, got {type(action).__name__}"
             )
+        _ActionCheck(where, action, spec, last, type_order, action_space[name]).run()
+
+
+class _ActionCheck:
+    """One action against the mask it answers."""
+
+    def __init__(
+        self,
+        where: str,
+        action: Action,
+        spec: Any,
+        last: Observation,
+        type_order: list[str],
+        space: ActionSpace,
+    ) -> None:
+        self.where = where
+        self.action = action
+        self.spec = spec
+        self.last = last
+        self.type_order = type_order
+        self.space = space
+
+    def fail(self, message: str) -> NoReturn:
+        raise EnvValidationError(f"{self.where}: {message}")
+
+    def run(self) -> None:
+        action, spec = self.action, self.spec
+        mask = None if spec.mask is None else np.asarray(spec.mask, dtype=np.bool_)
+        if isinstance(action, GlobalCategoricalAction):
+            chosen = np.asarray([action.index])
+            self.check_range(None, chosen, len(self.space), "choice")  # type: ignore[arg-type]
+            self.check_legal(None, np.zeros(1, np.int64), chosen, mask, "choice")
+            return
+        actors = list(action.actors)
+        offered = self.last.named_entities(self.type_order, spec.actor_ids, spec.actor_types)
+        if len(actors) != len(offered) or set(actors) != set(offered):
+            self.fail(f"expected actions from the offered actors {offered}, got from {actors}")
+        row_of = dict(zip(offered, range(len(offered)), strict=True))
+        rows = np.fromiter((row_of[a] for a in actors), dtype=np.int64, count=len(actors))
+        if isinstance(action, CategoricalAction):
+            chosen = np.asarray(action.indices)
+            if chosen.shape != (len(actors),) or chosen.dtype.kind not in "iu":
+                self.fail(
+                    f"expected {len(actors)} integer choice indices (one per actor), "
+                    f"got {chosen.dtype} of shape {chosen.shape}"
+                )
+            self.check_range(actors, chosen, len(self.space), "choice")  # type: ignore[arg-type]
+            self.check_legal(actors, rows, chosen, mask, "choice")
+            return
+        assert isinstance(action, SelectEntityAction)
+        candidates = self.last.named_entities(self.type_order, spec.actee_ids, spec.actee_types)
+        column_of = dict(zip(candidates, range(len(candidates)), strict=True))
+        if len(action.actees) != len(actors):
+            self.fail(f"expected {len(actors)} actees (one per actor), got {len(action.actees)}")
+        for actor, actee in zip(actors, action.actees, strict=True):
+            if actee not in column_of:
+                self.fail(
+                    f"actor {actor!r} selected {actee!r}, expected one of its candidates "
+                    f"{candidates}"
+                )
+        chosen = np.fromiter((column_of[a] for a in action.actees), np.int64, len(actors))
+        self.check_legal(actors, rows, chosen, mask, "actee")
+
+    def check_range(
+        self, actors: Sequence[Any] | None, chosen: npt.NDArray[np.int64], limit: int, what: str
+    ) -> None:
+        outside = np.flatnonzero((chosen < 0) | (chosen >= limit))
+        if outside.size:
+            k = int(outside[0])
+            self.fail(f"{_who(actors, k)} chose {chosen[k]}, expected a {what} in [0, {limit})")
+
+    def check_legal(
+        self,
+        actors: Sequence[Any] | None,
+        rows: npt.NDArray[np.int64],
+        chosen: npt.NDArray[np.int64],
+        mask: npt.NDArray[np.bool_] | None,
+        what: str,
+    ) -> None:
+        if mask is None or not chosen.size:
+            return
+        legal = mask[rows, chosen] if mask.ndim == 2 else mask[chosen]
+        if not legal.all():
+            k = int(np.flatnonzero(~legal)[0])
+            self.fail(f"{_who(actors, k)} chose {what} {chosen[k]}, which its mask forbids")
 
 
 class ValidatingEnvironment(Environment):
@@ -376,8 +562,9 @@ class ValidatingEnvironment(Environment):
         self.env = env
         self.name = name or type(env).__name__
         self._obs_space = env.obs_space()
-        self._action_space = dict(env.action_space())
+        self._action_space = env.action_space()
         validate_spaces(self._obs_space, self._action_space, self.name)
+        self._action_space = dict(self._action_space)
         self._last: Observation | None = None
 
     def obs_space(self) -> ObsSpace:
@@ -387,12 +574,18 @@ class ValidatingEnvironment(Environment):
         return self._action_space
 
     def reset(self) -> Observation:
-        return self._checked(self.env.reset())
+        obs = self._checked(self.env.reset())
+        if obs.done:
+            # A vectorized env resets an ended episode at once: it would never get to play.
+            raise EnvValidationError(
+                f"{self.name}: reset(): expected a first observation with done=False, got done=True"
+            )
+        return obs
 
     def act(self, actions: Mapping[str, Action]) -> Observation:
         if self._last is None:
             raise EnvValidationError(f"{self.name}: act() called before reset()")
-        validate_actions(actions, self._last, self._action_space, self.name)
+        validate_actions(actions, self._last, self._obs_space, self._action_space, self.name)
         return self._checked(self.env.act(actions))
 
     def _checked(self, obs: Observation) -> Observation:
@@ -408,6 +601,24 @@ class ValidatingEnvironment(Environment):
 
     def close(self) -> None:
         self.env.close()
+
+
+def _who(actors: Sequence[Any] | None, k: int) -> str:
+    """Actor ``k`` in a message; ``actors`` is None for a global action."""
+    return "the global action" if actors is None else f"actor {actors[k]!r}"
+
+
+def _is_sequence(value: Any) -> bool:
+    return isinstance(value, (Sequence, np.ndarray)) and not isinstance(value, (str, bytes))
+
+
+def _at(field: str, index: tuple[int, ...]) -> str:
+    """The field of one value: ``field[i]`` for entity ``i``; the last axis is the feature."""
+    return field + "".join(f"[{k}]" for k in index[:-1])
+
+
+def _listed(names: Sequence[str]) -> str:
+    return ", ".join(names) or "none"
 
 
 def _names(mapping: Mapping[str, Any]) -> str:
