@@ -41,24 +41,33 @@ def _worker(
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         envs = SerialVecEnv(make_env, num_envs, seed, validate=validate, seed_offset=seed_offset)
-        conn.send(("ok", (envs.obs_space, envs.action_space)))
+        reply: tuple[str, Any] = ("ok", (envs.obs_space, envs.action_space))
     except BaseException:
-        conn.send(("error", traceback.format_exc()))
+        _reply(conn, ("error", traceback.format_exc()))
         return
-    while True:
+    while _reply(conn, reply):
         try:
             command, payload = conn.recv()
         except (EOFError, OSError):
-            break  # parent went away
+            return  # the parent went away
         if command == "close":
             envs.close()
-            conn.send(("ok", None))
-            break
+            return
         try:
-            result = envs.reset() if command == "reset" else envs.act(payload)
-            conn.send(("ok", result))
+            reply = ("ok", envs.reset() if command == "reset" else envs.act(payload))
         except BaseException:
-            conn.send(("error", traceback.format_exc()))
+            reply = ("error", traceback.format_exc())
+
+
+def _reply(conn: Connection, message: tuple[str, Any]) -> bool:
+    """Send ``message`` to the parent; False if the parent is gone."""
+    try:
+        conn.send(message)
+    except OSError:
+        return False
+    except Exception:  # the answer cannot be pickled (send writes nothing before pickling)
+        conn.send(("error", traceback.format_exc()))
+    return True
 
 
 class ProcessVecEnv(VecEnv):
@@ -94,47 +103,54 @@ class ProcessVecEnv(VecEnv):
         self._procs: list[Any] = []
         self._last: VecObs | None = None
         self._closed = False
-        for k in range(workers):
-            parent, child = context.Pipe()
-            proc = context.Process(
-                target=_worker,
-                args=(child, make_env, int(sizes[k]), seed, self.bounds[k], validate),
-                daemon=True,
-                name=f"entityrl-env-worker-{k}",
-            )
-            proc.start()
-            child.close()
-            self._conns.append(parent)
-            self._procs.append(proc)
-        spaces = self._gather()
+        try:
+            for k in range(workers):
+                parent, child = context.Pipe()
+                proc = context.Process(
+                    target=_worker,
+                    args=(child, make_env, int(sizes[k]), seed, self.bounds[k], validate),
+                    daemon=True,
+                    name=f"entityrl-env-worker-{k}",
+                )
+                proc.start()
+                child.close()
+                self._conns.append(parent)
+                self._procs.append(proc)
+            spaces = self._gather("building its environments")
+        except BaseException:
+            self.close()  # no worker outlives a failed start
+            raise
         self.obs_space, self.action_space = spaces[0]
 
     # ------------------------------------------------------------------ protocol
     def _describe(self, k: int) -> str:
         return f"environment worker {k} (environments {self.bounds[k]}..{self.bounds[k + 1] - 1})"
 
-    def _receive(self, k: int) -> Any:
+    def _receive(self, k: int, doing: str) -> Any:
         conn, proc = self._conns[k], self._procs[k]
-        while not conn.poll(_POLL_SECONDS):
-            if not proc.is_alive():
-                if conn.poll():  # it answered just before exiting
-                    break
-                self.close()
-                raise EnvWorkerError(
-                    f"{self._describe(k)} died unexpectedly (exit code {proc.exitcode})"
-                )
         try:
+            # A dead worker's end of the pipe closes and recv() raises; polling the process
+            # as well guarantees an answer even if something else kept that end open.
+            while not conn.poll(_POLL_SECONDS):
+                if not proc.is_alive() and not conn.poll():
+                    raise EOFError
             status, payload = conn.recv()
-        except (EOFError, OSError) as err:
+        except (EOFError, OSError):
+            proc.join(timeout=1.0)  # it is gone or going: learn how it ended
+            reason = _exit_reason(proc.exitcode)
             self.close()
-            raise EnvWorkerError(f"{self._describe(k)} closed its connection: {err}") from err
+            raise EnvWorkerError(
+                f"{self._describe(k)} died unexpectedly while {doing} ({reason})"
+            ) from None
         if status == "error":
             self.close()
-            raise EnvWorkerError(f"{self._describe(k)} raised an exception:\n{payload}")
+            raise EnvWorkerError(
+                f"{self._describe(k)} raised an exception while {doing}; its traceback:\n{payload}"
+            )
         return payload
 
-    def _gather(self) -> list[Any]:
-        return [self._receive(k) for k in range(len(self._conns))]
+    def _gather(self, doing: str) -> list[Any]:
+        return [self._receive(k, doing) for k in range(len(self._conns))]
 
     def _send(self, k: int, message: tuple[str, Any]) -> None:
         try:
@@ -145,14 +161,17 @@ class ProcessVecEnv(VecEnv):
 
     def _ensure_open(self) -> None:
         if self._closed:
-            raise EnvWorkerError("this ProcessVecEnv is closed")
+            raise EnvWorkerError(
+                "this ProcessVecEnv is closed (by close() or after a worker failed); "
+                "create a new one"
+            )
 
     # ------------------------------------------------------------------ VecEnv
     def reset(self) -> VecObs:
         self._ensure_open()
         for k in range(len(self._conns)):
             self._send(k, ("reset", None))
-        self._last = VecObs.concat(self._gather(), self.choices)
+        self._last = VecObs.concat(self._gather("resetting"), self.choices)
         return self._last
 
     def act(self, actions: Mapping[str, RaggedArray]) -> VecObs:
@@ -162,7 +181,7 @@ class ProcessVecEnv(VecEnv):
         check_actions(actions, self._last, self.action_space)
         for k, part in enumerate(split_rows(actions, self.bounds)):
             self._send(k, ("act", part))
-        self._last = VecObs.concat(self._gather(), self.choices)
+        self._last = VecObs.concat(self._gather("stepping"), self.choices)
         return self._last
 
     def close(self) -> None:
@@ -191,3 +210,11 @@ class ProcessVecEnv(VecEnv):
     def pids(self) -> list[int]:
         """Process ids of the workers (for monitoring and tests)."""
         return [p.pid for p in self._procs]
+
+
+def _exit_reason(exitcode: int | None) -> str:
+    if exitcode is None:
+        return "it closed its connection but is still running"
+    if exitcode < 0:
+        return f"killed by signal {signal.Signals(-exitcode).name}"
+    return f"exit code {exitcode}"

@@ -12,7 +12,7 @@ import numpy.typing as npt
 from entityrl.env.batching import Batcher
 from entityrl.env.environment import Environment
 from entityrl.env.observation import Observation
-from entityrl.env.spaces import ActionSpace, GlobalCategoricalActionSpace, ObsSpace
+from entityrl.env.spaces import ActionSpace, ObsSpace
 from entityrl.env.vec_obs import VecCategoricalMask, VecObs
 from entityrl.ragged import RaggedArray
 
@@ -132,10 +132,14 @@ class SerialVecEnv(VecEnv):
         self.batcher = Batcher(self.obs_space, self.action_space)
         self.episodes = EpisodeTracker(num_envs)
         self._observations: list[Observation] = []
+        # Each environment's metrics so far this episode: the latest value of each is reported
+        # when the episode ends.
+        self._metrics: list[dict[str, float]] = []
         self._last: VecObs | None = None
 
     def reset(self) -> VecObs:
         self._observations = [env.reset() for env in self.envs]
+        self._metrics = [dict(obs.metrics) for obs in self._observations]
         self.episodes.reset()
         self._last = self.batcher.batch(self._observations)
         return self._last
@@ -152,11 +156,14 @@ class SerialVecEnv(VecEnv):
         for i, (env, env_actions) in enumerate(zip(self.envs, per_env, strict=True)):
             obs = env.act(env_actions)
             rewards[i] = obs.reward
+            if obs.metrics:
+                self._metrics[i].update(obs.metrics)
             if obs.done:
                 dones[i] = True
-                for key, value in obs.metrics.items():
+                for key, value in self._metrics[i].items():
                     env_metrics.setdefault(key, []).append(float(value))
                 obs = env.reset()
+                self._metrics[i] = dict(obs.metrics)
             observations.append(obs)
         self._observations = observations
         batch = self.batcher.batch(observations)
@@ -179,43 +186,64 @@ class SerialVecEnv(VecEnv):
 def check_actions(
     actions: Mapping[str, RaggedArray], last: VecObs, action_space: Mapping[str, ActionSpace]
 ) -> None:
-    """Reject actions that do not fit the batch they answer: a missing action, a wrong number
-    of actors in a row, a choice out of range or one the mask forbids."""
+    """Reject actions that do not fit the batch they answer: an unknown or missing action, a
+    wrong number of actors in a row, values that are not integers, a choice out of range or
+    one the mask forbids."""
+    if not isinstance(actions, Mapping):
+        raise TypeError(
+            f"expected a dict of action name -> RaggedArray, got {type(actions).__name__}"
+        )
+    for name in actions:
+        if name not in action_space:
+            raise ValueError(
+                f"action {name!r}: unknown action; declared actions: "
+                + (", ".join(repr(k) for k in action_space) or "none")
+            )
     for name, space in action_space.items():
         mask = last.action_masks[name]
         chosen = actions.get(name)
         if chosen is None:
             if mask.actors.items:
-                raise ValueError(f"action {name!r}: no actions given but some rows have actors")
+                row = int(np.flatnonzero(mask.actors.lengths)[0])
+                raise ValueError(
+                    f"action {name!r}: expected one value per actor, got no actions although "
+                    f"row {row} has {mask.actors.lengths[row]} actors"
+                )
             continue
-        if not isinstance(chosen, RaggedArray) or chosen.features != 1:
+        if not isinstance(chosen, RaggedArray) or chosen.features != 1 or chosen.dtype.kind != "i":
+            got = (
+                f"{chosen.dtype} with {chosen.features} features"
+                if isinstance(chosen, RaggedArray)
+                else type(chosen).__name__
+            )
             raise ValueError(
-                f"action {name!r}: expected a RaggedArray with one int64 per actor, got {chosen!r}"
+                f"action {name!r}: expected a RaggedArray of int64 with one value per actor "
+                f"(features=1), got {got}"
+            )
+        if chosen.size0 != mask.actors.size0:
+            raise ValueError(
+                f"action {name!r}: expected {mask.actors.size0} rows (one per environment), "
+                f"got {chosen.size0}"
             )
         if not np.array_equal(chosen.lengths, mask.actors.lengths):
-            bad = (
-                int(np.flatnonzero(chosen.lengths != mask.actors.lengths)[0])
-                if (chosen.size0 == mask.actors.size0)
-                else None
+            row = int(np.flatnonzero(chosen.lengths != mask.actors.lengths)[0])
+            raise ValueError(
+                f"action {name!r}: row {row}: expected {mask.actors.lengths[row]} values "
+                f"(one per actor), got {chosen.lengths[row]}"
             )
-            where = (
-                f"row {bad} has {chosen.lengths[bad]} actions for {mask.actors.lengths[bad]} actors"
-                if bad is not None
-                else f"{chosen.size0} rows given for {mask.actors.size0} environments"
-            )
-            raise ValueError(f"action {name!r}: {where}")
         values = chosen.data[:, 0]
         if isinstance(mask, VecCategoricalMask):
+            kind = "a choice"
             limit = np.full(values.shape[0], len(space), dtype=np.int64)  # type: ignore[arg-type]
         else:
+            kind = "an actee position"
             limit = np.repeat(mask.actees.lengths, mask.actors.lengths)
-        out_of_range = (values < 0) | (values >= limit)
-        if out_of_range.any():
-            k = int(np.flatnonzero(out_of_range)[0])
-            kind = "choice" if isinstance(mask, VecCategoricalMask) else "actee position"
+        out_of_range = np.flatnonzero((values < 0) | (values >= limit))
+        if out_of_range.size:
+            k = int(out_of_range[0])
             raise ValueError(
-                f"action {name!r}: {kind} {values[k]} out of range [0, {limit[k]}) "
-                f"for actor {k} of the flattened batch"
+                f"action {name!r}: {_locate(chosen, k)}: expected {kind} in "
+                f"[0, {limit[k]}), got {values[k]}"
             )
         if mask.mask is not None and values.shape[0]:
             if isinstance(mask, VecCategoricalMask):
@@ -225,11 +253,15 @@ def check_actions(
             if not legal.all():
                 k = int(np.flatnonzero(~legal)[0])
                 raise ValueError(
-                    f"action {name!r}: actor {k} of the flattened batch chose {values[k]}, "
-                    "which its mask forbids"
+                    f"action {name!r}: {_locate(chosen, k)}: expected {kind} its mask allows, "
+                    f"got {values[k]}, which the mask forbids"
                 )
-        if isinstance(space, GlobalCategoricalActionSpace) and chosen.lengths.max(initial=0) > 1:
-            raise ValueError(f"action {name!r}: a global action takes one value per row")
+
+
+def _locate(rows: RaggedArray, k: int) -> str:
+    """Where flat item ``k`` of a ragged array sits: its row and its position in the row."""
+    row = int(np.searchsorted(rows.offsets, k, side="right")) - 1
+    return f"row {row}, actor {k - int(rows.offsets[row])}"
 
 
 def _select_mask_positions(

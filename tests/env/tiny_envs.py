@@ -41,7 +41,8 @@ class Growing(Environment):
     Every token moves ("a", "b"; "c" is always masked); the base picks one token (never the
     first one) and the episode chooses a global "Mode" ("calm" only). The reward of a step is
     the sum of the token choices plus 10 times the position of the picked token, so a test can
-    see that actions arrive. Metric ``tokens`` is set on every step (the latest counts).
+    see that actions arrive. Metric ``tokens`` is set on every step but the last, which sets
+    ``finished``: the episode reports the latest value of each.
     """
 
     def __init__(self, length: int = 3) -> None:
@@ -82,6 +83,7 @@ class Growing(Environment):
             [np.full(tokens, self.step, dtype=np.float32), self.rng.random(tokens)]
         )
         token_ids = [f"token-{i}" for i in range(tokens)]
+        done = self.step >= self.length
         return Observation(
             features={"Token": features, "Base": [[float(tokens)]]},
             ids={"Token": token_ids, "Base": ["base"]},
@@ -100,8 +102,8 @@ class Growing(Environment):
                 "Mode": GlobalCategoricalActionMask(mask=[True, False]),
             },
             reward=reward,
-            done=self.step >= self.length,
-            metrics={"tokens": float(tokens)},
+            done=done,
+            metrics={"finished": 1.0} if done else {"tokens": float(tokens)},
         )
 
     def render(self) -> str:

@@ -1,0 +1,197 @@
+"""ProcessVecEnv: same episodes as SerialVecEnv, clear errors from failing or dying workers,
+and no worker left behind."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import multiprocessing as mp
+import os
+import signal
+import threading
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+from tiny_envs import (
+    Explodes,
+    Growing,
+    Sleepy,
+    assert_vec_obs_equal,
+    choose_first_legal,
+    refuse_to_build,
+)
+
+from entityrl.env import Entity, EnvWorkerError, ObsSpace, ProcessVecEnv, RandomPolicy, SerialVecEnv
+
+HANG_LIMIT_SECONDS = 30
+
+
+@contextlib.contextmanager
+def no_hang(seconds: int = HANG_LIMIT_SECONDS) -> Iterator[None]:
+    """Fail (instead of hanging the test run) if the block takes longer than ``seconds``."""
+
+    def on_alarm(signum: int, frame: object) -> None:
+        raise TimeoutError(f"still waiting after {seconds} s: the call hangs")
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def assert_gone(pids: list[int]) -> None:
+    """The processes have exited and been reaped."""
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def worker_children() -> list[str]:
+    return [p.name for p in mp.active_children() if p.name.startswith("entityrl-env-worker")]
+
+
+@pytest.mark.parametrize("start_method", ["fork", "spawn"])
+def test_plays_the_same_episodes_as_serial(start_method: str) -> None:
+    make = functools.partial(Growing, length=3)
+    steps = 7 if start_method == "fork" else 3  # spawn starts slowly; a few steps suffice
+    serial = SerialVecEnv(make, 5, seed=11, validate=True)
+    with (
+        no_hang(),
+        ProcessVecEnv(
+            make, 5, seed=11, num_workers=2, validate=True, start_method=start_method
+        ) as parallel,
+    ):
+        assert parallel.bounds == [0, 3, 5]
+        assert parallel.obs_space == serial.obs_space
+        assert parallel.action_space == serial.action_space
+        policy = RandomPolicy(serial.action_space, seed=4)
+        expected, got = serial.reset(), parallel.reset()
+        assert_vec_obs_equal(expected, got)
+        ended = 0
+        for _ in range(steps):
+            actions = policy.act(expected)
+            expected, got = serial.act(actions), parallel.act(actions)
+            assert_vec_obs_equal(expected, got)
+            ended += got.done.sum()
+        assert ended == 5 * (steps // 3)
+
+
+def test_exception_in_an_environment_carries_the_worker_traceback() -> None:
+    env = ProcessVecEnv(functools.partial(Explodes, fail_at=2), 4, num_workers=2)
+    pids = env.pids
+    with no_hang():
+        obs = env.act(choose_first_legal(env.reset()))
+        with pytest.raises(EnvWorkerError) as error:
+            env.act(choose_first_legal(obs))
+    message = str(error.value)
+    assert "environment worker 0 (environments 0..1) raised an exception while stepping" in message
+    assert "Traceback" in message
+    assert "explode_on_purpose" in message
+    assert "ValueError: the thing exploded on step 2" in message
+    assert_gone(pids)  # a failed env closes all its workers
+    with pytest.raises(EnvWorkerError, match="closed"):
+        env.reset()
+
+
+def test_killed_worker_is_reported_not_waited_for() -> None:
+    env = ProcessVecEnv(functools.partial(Sleepy, seconds=0.5), 4, num_workers=2)
+    pids = env.pids
+    with no_hang():
+        obs = env.reset()
+        # Kill worker 1 while its environments sleep inside act().
+        killer = threading.Timer(0.2, os.kill, (pids[1], signal.SIGKILL))
+        killer.start()
+        with pytest.raises(EnvWorkerError) as error:
+            env.act(choose_first_legal(obs))
+        killer.join()
+    message = str(error.value)
+    assert "environment worker 1 (environments 2..3) died unexpectedly while stepping" in message
+    assert "killed by signal SIGKILL" in message
+    assert_gone(pids)
+
+
+def test_worker_killed_between_steps_is_reported() -> None:
+    env = ProcessVecEnv(Explodes, 2, num_workers=2)
+    pids = env.pids
+    with no_hang():
+        obs = env.reset()
+        os.kill(pids[0], signal.SIGKILL)
+        with pytest.raises(EnvWorkerError, match="environment worker 0"):
+            env.act(choose_first_legal(obs))
+    assert_gone(pids)
+
+
+def test_close_ends_every_worker_and_is_idempotent() -> None:
+    env = ProcessVecEnv(Explodes, 3, num_workers=2)
+    pids = env.pids
+    assert len(pids) == 2
+    env.reset()
+    env.close()
+    assert_gone(pids)
+    env.close()
+    assert worker_children() == []
+
+
+def test_context_manager_closes() -> None:
+    with ProcessVecEnv(Explodes, 2, num_workers=2) as env:
+        pids = env.pids
+        env.reset()
+    assert_gone(pids)
+
+
+def test_use_after_close_is_a_clear_error() -> None:
+    env = ProcessVecEnv(Explodes, 2, num_workers=1)
+    obs = env.reset()
+    env.close()
+    with pytest.raises(EnvWorkerError, match="this ProcessVecEnv is closed"):
+        env.reset()
+    with pytest.raises(EnvWorkerError, match="this ProcessVecEnv is closed"):
+        env.act(choose_first_legal(obs))
+
+
+def test_factory_failure_in_the_worker_surfaces_and_leaves_no_worker() -> None:
+    with no_hang(), pytest.raises(EnvWorkerError) as error:
+        ProcessVecEnv(refuse_to_build, 4, num_workers=2)
+    message = str(error.value)
+    assert "raised an exception while building its environments" in message
+    assert "refuse_to_build" in message
+    assert "RuntimeError: factory refused to build in process" in message
+    assert worker_children() == []
+
+
+def test_actions_are_checked_before_they_reach_the_workers() -> None:
+    with ProcessVecEnv(Explodes, 2, num_workers=2) as env:
+        env.reset()
+        with pytest.raises(ValueError, match="action 'Poke': expected one value per actor"):
+            env.act({})
+    with (
+        ProcessVecEnv(Explodes, 1, num_workers=1) as fresh,
+        pytest.raises(RuntimeError, match="reset"),
+    ):
+        fresh.act({})
+
+
+def test_more_workers_than_environments_uses_one_per_environment() -> None:
+    with ProcessVecEnv(Explodes, 2, num_workers=8) as env:
+        assert len(env.pids) == 2
+        obs = env.reset()
+        np.testing.assert_array_equal(obs.features["Thing"].lengths, [1, 1])
+
+
+class UnpicklableSpace(Explodes):
+    """Declares a feature name that cannot be pickled, so its first answer cannot be sent."""
+
+    def obs_space(self) -> ObsSpace:
+        return ObsSpace(entities={"Thing": Entity([lambda: "x"])})  # type: ignore[list-item]
+
+
+def test_answer_that_cannot_be_sent_surfaces_as_an_error() -> None:
+    with no_hang(), pytest.raises(EnvWorkerError) as error:
+        ProcessVecEnv(UnpicklableSpace, 2, num_workers=2, start_method="fork")
+    assert "while building its environments" in str(error.value)
+    assert "pickle" in str(error.value).lower()
+    assert worker_children() == []
