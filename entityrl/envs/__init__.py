@@ -108,4 +108,26 @@ def make_vec(
     return SerialVecEnv(factory, num_envs, seed, validate=validate)
 
 
-__all__ = ["REGISTRY", "check_kwargs", "lookup", "make", "make_vec", "names", "register"]
+__all__ = [
+    "REGISTRY",
+    "CherryPick",
+    "CherryPickBatched",
+    "Count",
+    "FloorIsLava",
+    "MineSweeper",
+    "Minefield",
+    "MoveToOrigin",
+    "MultiArmedBandit",
+    "MultiSnake",
+    "NotHotdog",
+    "PickMatchingBalls",
+    "RockPaperScissors",
+    "TreasureHunt",
+    "Xor",
+    "check_kwargs",
+    "lookup",
+    "make",
+    "make_vec",
+    "names",
+    "register",
+]

@@ -17,6 +17,8 @@ from entityrl.env import (
     ObsSpace,
 )
 
+LABELS = ("hotdog", "not_hotdog")
+
 
 class NotHotdog(Environment):
     """One thing to classify: either an ``Object`` entity whose ``is_hotdog`` feature tells the
@@ -43,7 +45,7 @@ class NotHotdog(Environment):
 
     def action_space(self) -> dict[str, CategoricalActionSpace]:
         return {
-            "classify": CategoricalActionSpace(["hotdog", "not_hotdog"]),
+            "classify": CategoricalActionSpace(LABELS),
             "unused_action": CategoricalActionSpace(["0", "1"]),
         }
 
@@ -57,9 +59,8 @@ class NotHotdog(Environment):
     def act(self, actions: Mapping[str, Action]) -> Observation:
         self.steps += 1
         label = actions.get("classify")
-        correct = isinstance(label, CategoricalAction) and label.labels == [
-            "hotdog" if self.is_hotdog else "not_hotdog"
-        ]
+        answer = LABELS.index("hotdog" if self.is_hotdog else "not_hotdog")
+        correct = isinstance(label, CategoricalAction) and label.indices.tolist() == [answer]
         return self.observe(reward=1.0 if correct else 0.0)
 
     def observe(self, reward: float) -> Observation:
