@@ -24,7 +24,8 @@ class BatchedEnvironment(VecEnv):
     Subclasses set :attr:`obs_space` and :attr:`action_space` and implement
     :meth:`reset_envs` (start new episodes in some copies), :meth:`step` (advance every copy,
     returning reward and done) and :meth:`observe` (the current state as a VecObs; reward,
-    done and metrics are filled in here). Copies whose episode ended are reset automatically.
+    done and metrics are filled in here), and may implement :meth:`episode_metrics`. Copies
+    whose episode ended are reset automatically.
     """
 
     def __init__(self, num_envs: int, seed: int | None = None) -> None:
@@ -49,6 +50,11 @@ class BatchedEnvironment(VecEnv):
     def observe(self) -> VecObs:
         """The current state of every copy (reward/done/metrics need not be set)."""
 
+    def episode_metrics(self, ended: npt.NDArray[np.int64]) -> dict[str, npt.NDArray[np.float64]]:
+        """The environment's own metrics of the episodes that just ended in copies ``ended``
+        (one value per copy, in that order), read before those copies are reset."""
+        return {}
+
     def reset(self) -> VecObs:
         self.reset_envs(np.arange(self.num_envs, dtype=np.int64))
         self.episodes.reset()
@@ -64,11 +70,13 @@ class BatchedEnvironment(VecEnv):
         check_actions(actions, self._last, self.action_space)
         reward, done = self.step(actions)
         ended = np.flatnonzero(done)
+        env_metrics = self.episode_metrics(ended) if ended.size else {}
         if ended.size:
             self.reset_envs(ended)
         obs = self.observe()
         obs.reward = reward.astype(np.float32, copy=False)
         obs.done = done
         obs.metrics = self.episodes.step(obs.reward, done)
+        obs.metrics.update(env_metrics)
         self._last = obs
         return obs
