@@ -24,6 +24,7 @@ from entityrl.envs.multi_snake import MultiSnake
 from entityrl.envs.not_hotdog import NotHotdog
 from entityrl.envs.pick_matching_balls import PickMatchingBalls
 from entityrl.envs.rock_paper_scissors import RockPaperScissors
+from entityrl.envs.survival import DayAndNight, FourSeason, RiverNavigation, SurvivalWorld
 from entityrl.envs.treasure_hunt import TreasureHunt
 from entityrl.envs.xor import Xor
 
@@ -31,7 +32,9 @@ REGISTRY: dict[str, type[Environment] | type[BatchedEnvironment]] = {
     "CherryPick": CherryPick,
     "CherryPickBatched": CherryPickBatched,
     "Count": Count,
+    "DayAndNight": DayAndNight,
     "FloorIsLava": FloorIsLava,
+    "FourSeason": FourSeason,
     "Minefield": Minefield,
     "MineSweeper": MineSweeper,
     "MoveToOrigin": MoveToOrigin,
@@ -39,7 +42,9 @@ REGISTRY: dict[str, type[Environment] | type[BatchedEnvironment]] = {
     "MultiSnake": MultiSnake,
     "NotHotdog": NotHotdog,
     "PickMatchingBalls": PickMatchingBalls,
+    "RiverNavigation": RiverNavigation,
     "RockPaperScissors": RockPaperScissors,
+    "Survival": SurvivalWorld,
     "TreasureHunt": TreasureHunt,
     "Xor": Xor,
 }
