@@ -99,7 +99,10 @@ class MineSweeper(Environment):
         features: dict[str, list[tuple[int, ...]]] = {"Mine": self.mines, "Robot": self.robots}
         if self.orbital_cannon:
             features["Orbital Cannon"] = [(self.cooldown,)]
-        cannon_ready = self.orbital_cannon and self.cooldown == 0
+        # The cannon acts only when it is ready and has something to fire at.
+        cannon_ready = (
+            self.orbital_cannon and self.cooldown == 0 and bool(self.mines or self.robots)
+        )
         return Observation(
             features=features,
             ids={name: [(name, i) for i in range(len(rows))] for name, rows in features.items()},
