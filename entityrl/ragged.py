@@ -9,6 +9,7 @@ none loops over rows in Python, so cost grows with the data, not with the number
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from itertools import pairwise
 from typing import NamedTuple
 
 import numpy as np
@@ -16,6 +17,47 @@ import numpy.typing as npt
 
 SUPPORTED_DTYPES = (np.dtype(np.float32), np.dtype(np.int64), np.dtype(np.bool_))
 _INDEX = np.int64
+
+# ``np.arange(n)`` is needed by most operations; slicing one shared read-only buffer saves an
+# allocation and a fill each time. Beyond this many items a fresh arange costs little in
+# comparison to the operation itself, so the buffer stays small.
+_MAX_SHARED_ARANGE = 1 << 20
+_shared_arange = np.arange(0, dtype=_INDEX)
+
+
+def _arange(n: int) -> npt.NDArray[np.int64]:
+    """``np.arange(n)``, as a read-only view when it fits the shared buffer."""
+    global _shared_arange
+    if n > _shared_arange.shape[0]:
+        if n > _MAX_SHARED_ARANGE:
+            return np.arange(n, dtype=_INDEX)
+        _shared_arange = np.arange(min(_MAX_SHARED_ARANGE, 2 * n), dtype=_INDEX)
+        _shared_arange.flags.writeable = False
+    return _shared_arange[:n]
+
+
+def _offsets_of(lengths: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """``[0, cumsum(lengths)...]``: the ``len(lengths) + 1`` boundaries of consecutive blocks."""
+    offsets = np.empty(lengths.shape[0] + 1, dtype=_INDEX)
+    offsets[0] = 0
+    np.cumsum(lengths, out=offsets[1:])
+    return offsets
+
+
+def _ranges(
+    starts: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64], offsets: npt.NDArray[np.int64]
+) -> npt.NDArray[np.int64]:
+    """:func:`ranges`, given ``offsets = _offsets_of(lengths)``."""
+    # Output position p of block b is p - offsets[b] + starts[b]: a counter plus a per-block shift.
+    values = np.repeat(starts - offsets[:-1], lengths)
+    values += _arange(values.shape[0])
+    return values
+
+
+def ranges(starts: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Concatenation of ``arange(s, s + n)`` for every (s, n) pair, without a Python loop."""
+    lengths = np.asarray(lengths, dtype=_INDEX)
+    return _ranges(np.asarray(starts, dtype=_INDEX), lengths, _offsets_of(lengths))
 
 
 class Padding(NamedTuple):
@@ -33,23 +75,14 @@ class Padding(NamedTuple):
     inverse_index: npt.NDArray[np.int64]
 
 
-def ranges(starts: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    """Concatenation of ``arange(s, s + n)`` for every (s, n) pair, without a Python loop."""
-    total = int(lengths.sum())
-    if total == 0:
-        return np.zeros(0, dtype=_INDEX)
-    ends = np.cumsum(lengths)
-    # Each output position is its own index minus the start of its block, plus the block's start.
-    shift = np.repeat(starts - (ends - lengths), lengths)
-    return np.arange(total, dtype=_INDEX) + shift
-
-
 class RaggedArray:
     """A batch of ``size0`` rows; row ``i`` is a ``(lengths[i], features)`` array.
 
     Build one with :meth:`from_arrays` (a list of 2-D arrays) or :meth:`from_flat` (contiguous
-    data plus row lengths). Indexing by an ``int`` returns that row as a numpy view; indexing by
-    a slice, an integer array or a boolean mask returns a new :class:`RaggedArray` of those rows.
+    data plus row lengths); both check their input. The plain constructor trusts its caller:
+    ``lengths`` must be non-negative int64 summing to ``len(data)``. Indexing by an ``int``
+    returns that row as a numpy view; indexing by a slice, an integer array or a boolean mask
+    returns a new :class:`RaggedArray` of those rows (a view for a step-1 slice, else a copy).
     """
 
     __slots__ = ("_offsets", "data", "lengths")
@@ -64,10 +97,7 @@ class RaggedArray:
             raise ValueError(
                 f"RaggedArray data must be 2-D (items, features), got shape {data.shape}"
             )
-        if data.dtype not in SUPPORTED_DTYPES:
-            raise TypeError(
-                f"RaggedArray dtype must be one of float32, int64, bool, got {data.dtype}"
-            )
+        _check_dtype(data.dtype)
         if lengths.ndim != 1:
             raise ValueError(f"RaggedArray lengths must be 1-D, got shape {lengths.shape}")
         self.data = data
@@ -79,19 +109,23 @@ class RaggedArray:
     def from_flat(
         cls, data: npt.ArrayLike, lengths: npt.ArrayLike, dtype: npt.DTypeLike = None
     ) -> RaggedArray:
-        """Rows cut from ``data`` (shape ``(items, features)``) by consecutive ``lengths``."""
-        data_arr = np.asarray(data, dtype=dtype)
+        """Rows cut from ``data`` (shape ``(items, features)``) by consecutive ``lengths``.
+
+        1-D ``data`` is read as one feature per item. Without ``dtype``, float data becomes
+        float32 and integer data int64. Shares memory with ``data`` and ``lengths`` when they
+        already have the right dtypes.
+        """
+        if dtype is None:
+            data_arr = np.asarray(data)
+        else:
+            data_arr = np.asarray(data, dtype=_check_dtype(np.dtype(dtype)))
         if data_arr.ndim == 1:
             data_arr = data_arr.reshape(-1, 1)
-        lengths_arr = np.asarray(lengths, dtype=_INDEX).reshape(-1)
-        if lengths_arr.size and lengths_arr.min() < 0:
-            raise ValueError(f"RaggedArray lengths must be >= 0, got {lengths_arr.min()}")
-        if int(lengths_arr.sum()) != data_arr.shape[0]:
+        if data_arr.ndim != 2:
             raise ValueError(
-                f"RaggedArray lengths sum to {int(lengths_arr.sum())} "
-                f"but data has {data_arr.shape[0]} items"
+                f"RaggedArray data must be 2-D (items, features), got shape {data_arr.shape}"
             )
-        return cls(_canonical(data_arr), lengths_arr)
+        return cls(_canonical(data_arr), _checked_lengths(lengths, data_arr.shape[0]))
 
     @classmethod
     def from_arrays(
@@ -102,53 +136,51 @@ class RaggedArray:
     ) -> RaggedArray:
         """Stack a list of 2-D arrays (one per row, same feature count) into one ragged array.
 
-        ``features`` is required only when ``rows`` is empty or every row is empty and 1-D.
+        An empty row may be given as ``[]``. ``features`` is needed only when no row shows the
+        feature count. ``dtype=None`` keeps the rows' own (float -> float32, int -> int64).
         """
+        if dtype is not None:
+            dtype = _check_dtype(np.dtype(dtype))
         arrays = [np.asarray(r, dtype=dtype) for r in rows]
-        widths = {a.shape[1] for a in arrays if a.ndim == 2 and a.shape[0] > 0}
-        if features is None:
-            if len(widths) > 1:
-                raise ValueError(f"rows have different feature counts: {sorted(widths)}")
-            if not widths:
-                widths = {a.shape[1] for a in arrays if a.ndim == 2}
-            if len(widths) != 1:
-                raise ValueError("cannot infer the feature count of empty rows; pass features=")
-            features = widths.pop()
-        for i, a in enumerate(arrays):
-            if a.size == 0:
-                arrays[i] = a.reshape(0, features)
-            elif a.ndim != 2 or a.shape[1] != features:
-                raise ValueError(f"row {i} has shape {a.shape}, expected (n, {features})")
+        try:
+            # Fast path: numpy checks that all rows have one width while it concatenates.
+            data = np.concatenate(arrays)
+        except ValueError:
+            data = None
+        if data is None or data.ndim != 2 or features not in (None, data.shape[1]):
+            arrays = _conform_rows(arrays, features)
+            width = arrays[0].shape[1] if arrays else features
+            data = np.concatenate(arrays) if arrays else np.zeros((0, width), dtype or np.float32)
         lengths = np.fromiter((a.shape[0] for a in arrays), dtype=_INDEX, count=len(arrays))
-        data = (
-            np.concatenate(arrays, axis=0)
-            if arrays
-            else np.zeros((0, features), dtype=np.dtype(dtype))
-        )
         return cls(_canonical(data), lengths)
 
     @classmethod
     def empty(cls, rows: int, features: int, dtype: npt.DTypeLike = np.float32) -> RaggedArray:
         """``rows`` rows of zero items each."""
+        if rows < 0 or features < 0:
+            raise ValueError(
+                f"RaggedArray.empty needs rows >= 0 and features >= 0, "
+                f"got rows={rows}, features={features}"
+            )
+        dtype = _check_dtype(np.dtype(dtype))
         return cls(np.zeros((0, features), dtype=dtype), np.zeros(rows, dtype=_INDEX))
 
     @classmethod
     def concat(cls, arrays: Sequence[RaggedArray]) -> RaggedArray:
-        """The rows of all ``arrays``, one after the other."""
+        """The rows of all ``arrays``, one after the other (``arrays[0]`` itself if alone)."""
         if not arrays:
             raise ValueError("RaggedArray.concat needs at least one array")
         first = arrays[0]
-        for a in arrays[1:]:
-            if a.features != first.features or a.data.dtype != first.data.dtype:
+        for i, a in enumerate(arrays):
+            if a.data.shape[1] != first.data.shape[1] or a.data.dtype != first.data.dtype:
                 raise ValueError(
-                    f"cannot concatenate RaggedArray of {a.features} {a.data.dtype} features "
-                    f"with one of {first.features} {first.data.dtype} features"
+                    f"cannot concatenate RaggedArrays: array {i} has {a.features} {a.dtype} "
+                    f"features, array 0 has {first.features} {first.dtype} features"
                 )
         if len(arrays) == 1:
             return first
         return cls(
-            np.concatenate([a.data for a in arrays], axis=0),
-            np.concatenate([a.lengths for a in arrays]),
+            np.concatenate([a.data for a in arrays]), np.concatenate([a.lengths for a in arrays])
         )
 
     # ---------------------------------------------------------------- shape
@@ -175,106 +207,161 @@ class RaggedArray:
     def offsets(self) -> npt.NDArray[np.int64]:
         """``size0 + 1`` offsets: row ``i`` is ``data[offsets[i]:offsets[i + 1]]``."""
         if self._offsets is None:
-            offsets = np.zeros(self.size0 + 1, dtype=_INDEX)
-            np.cumsum(self.lengths, out=offsets[1:])
-            self._offsets = offsets
+            self._offsets = _offsets_of(self.lengths)
         return self._offsets
 
     def __len__(self) -> int:
-        return self.size0
+        return self.lengths.shape[0]
 
     # ---------------------------------------------------------------- indexing
     def __getitem__(self, key: int | slice | npt.ArrayLike) -> npt.NDArray | RaggedArray:
         if isinstance(key, (int, np.integer)):
-            i = int(key)
-            if i < 0:
-                i += self.size0
-            if not 0 <= i < self.size0:
-                raise IndexError(f"row {key} out of range for RaggedArray of {self.size0} rows")
-            offsets = self.offsets
-            return self.data[offsets[i] : offsets[i + 1]]
+            return self._row(key)
         if isinstance(key, slice):
             start, stop, step = key.indices(self.size0)
-            if step == 1:
-                stop = max(start, stop)
-                offsets = self.offsets
-                return RaggedArray(
-                    self.data[offsets[start] : offsets[stop]],
-                    self.lengths[start:stop],
-                    offsets[start : stop + 1] - offsets[start],
-                )
-            return self.take(np.arange(start, stop, step, dtype=_INDEX))
-        index = np.asarray(key)
-        if index.dtype == np.bool_:
-            if index.shape != (self.size0,):
-                raise IndexError(
-                    f"boolean row mask has shape {index.shape}, expected ({self.size0},)"
-                )
-            return self.take(np.flatnonzero(index))
-        return self.take(index)
+            if step != 1:
+                return self.take(np.arange(start, stop, step, dtype=_INDEX))
+            stop = max(start, stop)
+            offsets = self.offsets
+            return RaggedArray(
+                self.data[offsets.item(start) : offsets.item(stop)], self.lengths[start:stop]
+            )
+        return self.take(key)
+
+    def _row(self, key: int | np.integer) -> npt.NDArray:
+        rows = self.lengths.shape[0]
+        i = key + rows if key < 0 else key
+        if not 0 <= i < rows:
+            raise IndexError(f"row {key} out of range for RaggedArray of {rows} rows")
+        offsets = self.offsets
+        return self.data[offsets.item(i) : offsets.item(i + 1)]
 
     def take(self, rows: npt.ArrayLike) -> RaggedArray:
-        """The given rows, in the given order (repeats allowed)."""
-        rows_arr = np.asarray(rows)
-        if rows_arr.dtype.kind not in "iu":
-            raise IndexError(f"row indices must be integers, got dtype {rows_arr.dtype}")
-        rows_arr = rows_arr.reshape(-1)
-        if rows_arr.size and (rows_arr.min() < -self.size0 or rows_arr.max() >= self.size0):
-            raise IndexError(f"row index out of range for RaggedArray of {self.size0} rows")
-        lengths = self.lengths[rows_arr]
-        items = ranges(self.offsets[rows_arr], lengths)
-        return RaggedArray(self.data[items], lengths)
+        """The given rows (integer indices, repeats and negatives allowed, or a boolean mask)."""
+        lengths, offsets, items = self._gather(rows)
+        # The item indices are in range by construction, so skip numpy's per-index check.
+        return RaggedArray(np.take(self.data, items, axis=0, mode="clip"), lengths, offsets)
+
+    def item_indices(self, rows: npt.ArrayLike) -> npt.NDArray[np.int64]:
+        """Flat item indices of the given rows (as for :meth:`take`), in row order.
+
+        ``other[self.item_indices(rows)]`` selects the same items from any per-item array
+        (e.g. a tensor computed from :meth:`flatten`) as ``self.take(rows)`` does.
+        """
+        return self._gather(rows)[2]
+
+    def _gather(
+        self, rows: npt.ArrayLike
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """(lengths, offsets, flat item indices) of the selected rows."""
+        selected = self._row_numbers(rows)
+        lengths = self.lengths[selected]
+        offsets = _offsets_of(lengths)
+        # offsets[:-1] has one entry per row, so negative row numbers index it correctly.
+        return lengths, offsets, _ranges(self.offsets[:-1][selected], lengths, offsets)
+
+    def _row_numbers(self, key: npt.ArrayLike) -> npt.NDArray[np.integer]:
+        """Validated 1-D integer row numbers (possibly negative) from an index array or mask."""
+        index = np.asarray(key)
+        rows = self.lengths.shape[0]
+        if index.dtype == np.bool_:
+            if index.shape != (rows,):
+                raise IndexError(f"boolean row mask has shape {index.shape}, expected ({rows},)")
+            return np.flatnonzero(index)
+        if index.dtype.kind not in "iu":
+            if index.size == 0:  # [] arrives as float64
+                return np.zeros(0, dtype=_INDEX)
+            raise IndexError(
+                f"rows must be selected by integers or booleans, got dtype {index.dtype}"
+            )
+        if index.ndim != 1:
+            raise IndexError(f"row indices must be 1-D, got shape {index.shape}")
+        if index.size:
+            low, high = index.min(), index.max()
+            if low < -rows or high >= rows:
+                bad = low if low < -rows else high
+                raise IndexError(f"row {bad} out of range for RaggedArray of {rows} rows")
+        return index
 
     def __iter__(self) -> Iterator[npt.NDArray]:
         return iter(self.to_list())
 
     def to_list(self) -> list[npt.NDArray]:
-        """Every row as a numpy view, in one split call."""
-        return np.split(self.data, self.offsets[1:-1])
+        """Every row as a numpy view."""
+        data = self.data
+        return [data[start:stop] for start, stop in pairwise(self.offsets.tolist())]
 
     # ---------------------------------------------------------------- transforms
     def flatten(self) -> npt.NDArray:
-        """All items of all rows as one ``(items, features)`` array."""
+        """All items of all rows as one ``(items, features)`` array (no copy)."""
         return self.data
 
     def row_index(self) -> npt.NDArray[np.int64]:
         """For each item, the row it belongs to."""
-        return np.repeat(np.arange(self.size0, dtype=_INDEX), self.lengths)
+        return np.repeat(_arange(self.size0), self.lengths)
 
     def position_in_row(self) -> npt.NDArray[np.int64]:
         """For each item, its position within its row."""
-        return np.arange(self.items, dtype=_INDEX) - np.repeat(self.offsets[:-1], self.lengths)
+        return _ranges(np.zeros_like(self.lengths), self.lengths, self.offsets)
 
     def add_per_row(self, values: npt.ArrayLike) -> RaggedArray:
-        """Add one scalar per row to every item of that row (e.g. actor index + row offset)."""
+        """Add one scalar per row to every item of that row (e.g. actor index + row offset).
+
+        ``values`` are cast to the data's dtype first; a cast that changes kind (float values
+        on int64 data) is refused rather than truncated.
+        """
+        if self.dtype == np.bool_:
+            raise TypeError("add_per_row needs float32 or int64 data, got bool")
         vals = np.asarray(values)
         if vals.shape != (self.size0,):
-            raise ValueError(f"add_per_row needs {self.size0} values, got shape {vals.shape}")
-        shifted = self.data + np.repeat(vals, self.lengths)[:, None]
-        return RaggedArray(shifted.astype(self.data.dtype, copy=False), self.lengths, self._offsets)
+            raise ValueError(
+                f"add_per_row needs {self.size0} values (one per row), got shape {vals.shape}"
+            )
+        if vals.size and not np.can_cast(vals.dtype, self.dtype, casting="same_kind"):
+            raise TypeError(f"add_per_row cannot add {vals.dtype} values to {self.dtype} data")
+        per_item = np.repeat(vals.astype(self.dtype, copy=False), self.lengths)
+        return RaggedArray(self.data + per_item[:, None], self.lengths, self._offsets)
 
     def padding(self, max_length: int | None = None) -> Padding:
-        """Metadata to pad the rows into a ``(size0, max_length)`` grid (see :class:`Padding`)."""
-        longest = int(self.lengths.max()) if self.size0 else 0
-        width = longest if max_length is None else max_length
-        if width < longest:
-            raise ValueError(f"max_length {width} is shorter than the longest row ({longest})")
-        mask = np.arange(width, dtype=_INDEX)[None, :] < self.lengths[:, None]
-        index = np.zeros((self.size0, width), dtype=_INDEX)
-        index[mask] = np.arange(self.items, dtype=_INDEX)
-        batch = np.full((self.size0, width), np.nan, dtype=np.float32)
-        batch[mask] = self.row_index()
-        inverse_index = self.row_index() * width + self.position_in_row()
-        return Padding(index, batch, mask, inverse_index)
+        """Metadata to pad the rows into a ``(size0, max_length)`` grid (see :class:`Padding`).
+
+        ``max_length`` defaults to the longest row.
+        """
+        width = self._grid_width(max_length)
+        rows = self.size0
+        inverse_index = _ranges(_arange(rows) * width, self.lengths, self.offsets)
+        index = np.zeros(rows * width, dtype=_INDEX)
+        index[inverse_index] = _arange(self.items)
+        batch = np.full(rows * width, np.nan, dtype=np.float32)
+        batch[inverse_index] = np.repeat(np.arange(rows, dtype=np.float32), self.lengths)
+        return Padding(
+            index.reshape(rows, width),
+            batch.reshape(rows, width),
+            self._slot_mask(width),
+            inverse_index,
+        )
 
     def padded(self, fill: float | bool = 0, max_length: int | None = None) -> npt.NDArray:
         """The rows as a dense ``(size0, max_length, features)`` array, ``fill`` in the gaps."""
-        pad = self.padding(max_length)
-        out = np.full((*pad.mask.shape, self.features), fill, dtype=self.data.dtype)
-        out[pad.mask] = self.data
+        width = self._grid_width(max_length)
+        out = np.full((self.size0, width, self.features), fill, dtype=self.dtype)
+        out[self._slot_mask(width)] = self.data
         return out
 
+    def _grid_width(self, max_length: int | None) -> int:
+        longest = int(self.lengths.max()) if self.size0 else 0
+        if max_length is None:
+            return longest
+        if max_length < longest:
+            raise ValueError(f"max_length {max_length} is shorter than the longest row ({longest})")
+        return max_length
+
+    def _slot_mask(self, width: int) -> npt.NDArray[np.bool_]:
+        """``(size0, width)``: True where a grid slot holds an item."""
+        return _arange(width)[None, :] < self.lengths[:, None]
+
     def astype(self, dtype: npt.DTypeLike) -> RaggedArray:
+        """A copy with data converted to ``dtype`` (one of the supported dtypes)."""
         return RaggedArray(self.data.astype(dtype), self.lengths, self._offsets)
 
     # ---------------------------------------------------------------- comparison, display
@@ -283,7 +370,7 @@ class RaggedArray:
             return NotImplemented
         return (
             self.data.dtype == other.data.dtype
-            and self.features == other.features
+            and self.data.shape == other.data.shape
             and np.array_equal(self.lengths, other.lengths)
             and np.array_equal(self.data, other.data)
         )
@@ -291,14 +378,23 @@ class RaggedArray:
     __hash__ = None  # type: ignore[assignment]  # mutable container
 
     def __repr__(self) -> str:
-        shown = 6
-        rows = [np.array2string(r, separator=", ") for r in self[: min(self.size0, shown)]]
+        shown = 4
+        # Long rows are summarized so the repr of a training batch stays one short line.
+        rows = [
+            np.array2string(r, separator=", ", threshold=8, edgeitems=1).replace("\n", "")
+            for r in self[:shown]
+        ]
         more = f", ... {self.size0 - shown} more" if self.size0 > shown else ""
-        body = ", ".join(r.replace("\n", "") for r in rows)
         return (
-            f"RaggedArray({self.data.dtype}, rows={self.size0}, items={self.items}, "
-            f"features={self.features}, [{body}{more}])"
+            f"RaggedArray({self.dtype}, rows={self.size0}, items={self.items}, "
+            f"features={self.features}, [{', '.join(rows)}{more}])"
         )
+
+
+def _check_dtype(dtype: np.dtype) -> np.dtype:
+    if dtype not in SUPPORTED_DTYPES:
+        raise TypeError(f"RaggedArray dtype must be one of float32, int64, bool, got {dtype}")
+    return dtype
 
 
 def _canonical(data: npt.NDArray) -> npt.NDArray:
@@ -310,4 +406,46 @@ def _canonical(data: npt.NDArray) -> npt.NDArray:
         return data.astype(np.float32)
     if kind in "iu":
         return data.astype(np.int64)
-    raise TypeError(f"RaggedArray dtype must be one of float32, int64, bool, got {data.dtype}")
+    return data  # the constructor names the unsupported dtype
+
+
+def _checked_lengths(lengths: npt.ArrayLike, items: int) -> npt.NDArray[np.int64]:
+    """``lengths`` as int64, after checking they are 1-D, non-negative and sum to ``items``."""
+    arr = np.asarray(lengths)
+    if arr.ndim != 1:
+        raise ValueError(f"RaggedArray lengths must be 1-D, got shape {arr.shape}")
+    if arr.dtype.kind not in "iu" and arr.size:
+        raise TypeError(f"RaggedArray lengths must be integers, got dtype {arr.dtype}")
+    arr = arr.astype(_INDEX, copy=False)
+    if arr.size and arr.min() < 0:
+        bad = int(np.argmax(arr < 0))
+        raise ValueError(f"RaggedArray lengths must be >= 0, got {arr[bad]} at row {bad}")
+    total = int(arr.sum())
+    if total != items:
+        raise ValueError(f"RaggedArray lengths sum to {total} but data has {items} items")
+    return arr
+
+
+def _conform_rows(arrays: list[npt.NDArray], features: int | None) -> list[npt.NDArray]:
+    """Rows as ``(n, features)`` arrays, inferring ``features`` from the first row that shows
+    it; empty rows of any shape become ``(0, features)``. Names the first row that does not fit.
+    """
+    if features is None:
+        shown = [a.shape[1] for a in arrays if a.ndim == 2 and a.shape[0]] or [
+            a.shape[1] for a in arrays if a.ndim == 2
+        ]
+        if not shown:
+            raise ValueError(
+                "cannot infer the feature count: no row is a 2-D (items, features) array; "
+                "pass features="
+            )
+        features = shown[0]
+    conformed = []
+    for i, a in enumerate(arrays):
+        if a.ndim == 2 and a.shape[1] == features:
+            conformed.append(a)
+        elif a.size == 0 and (a.ndim == 1 or (a.ndim == 2 and a.shape[0] == 0)):
+            conformed.append(a.reshape(0, features))
+        else:
+            raise ValueError(f"row {i} has shape {a.shape}, expected (n, {features})")
+    return conformed
