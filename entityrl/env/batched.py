@@ -7,6 +7,7 @@ written against entityrl: the per-environment loop of :class:`SerialVecEnv` disa
 
 from __future__ import annotations
 
+import pickle
 from abc import abstractmethod
 from collections.abc import Mapping
 
@@ -80,3 +81,13 @@ class BatchedEnvironment(VecEnv):
         obs.metrics.update(env_metrics)
         self._last = obs
         return obs
+
+    def get_state(self) -> bytes:
+        # All state lives in this object's arrays and random generator.
+        return pickle.dumps(self.__dict__)
+
+    def set_state(self, state: bytes) -> VecObs:
+        self.__dict__.update(pickle.loads(state))
+        if self._last is None:
+            raise ValueError("the saved state was taken before reset()")
+        return self._last

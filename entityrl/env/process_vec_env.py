@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing as mp
 import os
+import pickle
 import signal
 import traceback
 from collections.abc import Mapping
@@ -54,7 +55,14 @@ def _worker(
             envs.close()
             return
         try:
-            reply = ("ok", envs.reset() if command == "reset" else envs.act(payload))
+            if command == "reset":
+                reply = ("ok", envs.reset())
+            elif command == "act":
+                reply = ("ok", envs.act(payload))
+            elif command == "get_state":
+                reply = ("ok", envs.get_state())
+            else:
+                reply = ("ok", envs.set_state(payload))
         except BaseException:
             reply = ("error", traceback.format_exc())
 
@@ -182,6 +190,25 @@ class ProcessVecEnv(VecEnv):
         for k, part in enumerate(split_rows(actions, self.bounds)):
             self._send(k, ("act", part))
         self._last = VecObs.concat(self._gather("stepping"), self.choices)
+        return self._last
+
+    def get_state(self) -> bytes:
+        self._ensure_open()
+        for k in range(len(self._conns)):
+            self._send(k, ("get_state", None))
+        return pickle.dumps(self._gather("saving state"))
+
+    def set_state(self, state: bytes) -> VecObs:
+        self._ensure_open()
+        parts = pickle.loads(state)
+        if len(parts) != len(self._conns):
+            raise ValueError(
+                f"the saved state has {len(parts)} worker parts; this ProcessVecEnv has "
+                f"{len(self._conns)} workers"
+            )
+        for k, part in enumerate(parts):
+            self._send(k, ("set_state", part))
+        self._last = VecObs.concat(self._gather("restoring state"), self.choices)
         return self._last
 
     def close(self) -> None:

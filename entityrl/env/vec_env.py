@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
@@ -43,6 +44,14 @@ class VecEnv(ABC):
 
     def close(self) -> None:
         """Release environments and any worker processes."""
+
+    def get_state(self) -> bytes:
+        """The environments' complete state (to continue exactly here after a restart)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot save its state")
+
+    def set_state(self, state: bytes) -> VecObs:
+        """Restore a state from :meth:`get_state`; returns the observation at that point."""
+        raise NotImplementedError(f"{type(self).__name__} cannot restore a state")
 
     def render(self, index: int = 0) -> str:
         """A picture of environment ``index`` for people, if the environment draws one."""
@@ -174,6 +183,15 @@ class SerialVecEnv(VecEnv):
             batch.metrics[key] = np.asarray(values, dtype=np.float64)
         self._last = batch
         return batch
+
+    def get_state(self) -> bytes:
+        # Environments are plain Python objects: pickling them captures their RNGs too.
+        return pickle.dumps((self.envs, self._observations, self.episodes, self._last))
+
+    def set_state(self, state: bytes) -> VecObs:
+        self.envs, self._observations, self.episodes, self._last = pickle.loads(state)
+        assert self._last is not None
+        return self._last
 
     def render(self, index: int = 0) -> str:
         return self.envs[index].render()
