@@ -384,6 +384,7 @@ def _check_items_and_recipes(c: _Checker) -> None:
         c.glyph(f"{key}.glyph", item.glyph)
         for meter in item.effects:
             c.name_in(f"{key}.effects", meter, list(METERS), "meter")
+        _temperature_in_use(c, f"{key}.effects", item.effects)
         if item.effects and item.kind is not ItemKind.consumable:
             c.fail(
                 f"{key}.effects", f"only consumables have effects; {name!r} is {item.kind.value}"
@@ -429,8 +430,15 @@ def _check_buffs(c: _Checker) -> None:
             c.fail(f"{key}.effects", "expected at least one effect, got none")
         for effect in buff.effects:
             c.name_in(f"{key}.effects", effect, [*METERS, *STATS], "meter or stat")
-        if "temperature" in buff.effects and not cfg.agent.temperature:
-            c.fail(f"{key}.effects", "changes temperature but agent.temperature is 0 (off)")
+        _temperature_in_use(c, f"{key}.effects", buff.effects)
+
+
+def _temperature_in_use(c: _Checker, key: str, effects: Mapping[str, float]) -> None:
+    if "temperature" in effects and not c.config.agent.temperature:
+        c.fail(
+            key,
+            "changes temperature but agent.temperature is 0 (off); expected a positive agent.temperature",
+        )
 
 
 def _check_rewards_and_tasks(c: _Checker) -> None:

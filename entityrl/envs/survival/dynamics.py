@@ -62,6 +62,14 @@ class StepOutcome:
     gained: FloatArray
     died: BoolArray
 
+    @classmethod
+    def nothing(cls, n: int, meters: int) -> StepOutcome:
+        return cls(
+            np.full(n, -1, dtype=np.int64),
+            np.zeros((n, meters), dtype=np.float64),
+            np.zeros(n, dtype=np.bool_),
+        )
+
 
 class Simulation:
     """Applies the world's rules to a :class:`WorldState`."""
@@ -101,15 +109,19 @@ class Simulation:
         n = intent.verb.shape[0]
         events = np.full(n, -1, dtype=np.int64)
         gained = np.zeros((n, len(self.rules.meter_max)), dtype=np.float64)
+        s, r = self.state, self.rules
         self._act(intent, events, gained)
-        self._creatures_act()
         self._advance_clock()
+        if self.wear_step.any():
+            self._wear(np.arange(n), self.wear_step, 1)
+        # Buffs and abilities as of the new time, equipment and place, before the creatures act.
         self.refresh(np.arange(n))
-        self._apply_meters()
-        s = self.state
-        valid = events >= 0
-        np.add.at(s.event_counts, (np.flatnonzero(valid), events[valid]), 1)
-        died = ((s.meters <= 0) & self.rules.meters_used).any(axis=1)
+        self._creatures_act()
+        change = s.buffs.astype(np.float64) @ r.buffs.meter_effects
+        np.clip(s.meters + change, 0, r.meter_max, out=s.meters)
+        happened = np.flatnonzero(events >= 0)
+        s.event_counts[happened, events[happened]] += 1
+        died = ((s.meters <= 0) & r.meters_used).any(axis=1)
         return StepOutcome(events, gained, died)
 
     # ---------------------------------------------------------------- the agent's action
@@ -379,11 +391,3 @@ class Simulation:
         s.buffs[envs] = active
         stats = r.stat_base + active.astype(np.float64) @ b.stat_effects
         s.stats[envs] = np.clip(np.floor(stats), 0, None).astype(np.int64)
-
-    def _apply_meters(self) -> None:
-        """Per-step meter changes of the active buffs; items worn out by time."""
-        s, r = self.state, self.rules
-        change = s.buffs.astype(np.float64) @ r.buffs.meter_effects
-        s.meters = np.clip(s.meters + change, None, r.meter_max)
-        if self.wear_step.any():
-            self._wear(np.arange(s.x.shape[0]), self.wear_step, 1)

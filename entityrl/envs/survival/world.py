@@ -12,7 +12,7 @@ from entityrl.env.batched import BatchedEnvironment
 from entityrl.env.vec_obs import VecObs
 from entityrl.envs.survival.actions import ACTION_MODES, FullActions, SimpleActions
 from entityrl.envs.survival.config import ConfigSource, SurvivalConfigError, load_config
-from entityrl.envs.survival.dynamics import Simulation
+from entityrl.envs.survival.dynamics import Simulation, StepOutcome
 from entityrl.envs.survival.observe import Observer
 from entityrl.envs.survival.render import render_world
 from entityrl.envs.survival.rewards import Rewarder
@@ -35,8 +35,9 @@ class SurvivalWorld(BatchedEnvironment):
     ``very_sparse``), ``observation`` (``entities``, ``nearest1``, ``nearest10_prey``,
     ``nearest10``), ``actions`` (``full``, ``simple``), ``horizon`` (maximum episode length).
 
-    After each step, :attr:`last_events` holds the event each copy caused (an index into
-    ``rules.event_names``, -1 for none) before any copy was reset.
+    After each step, :attr:`last_outcome` tells what happened in each copy before any copy was
+    reset: the event it caused (an index into ``rules.event_names``, -1 for none), the meters
+    it refilled, whether its agent died.
 
     Optimal return: not known in closed form; it is reached by surviving to the horizon. With
     the ``very_sparse`` reward that is 0; with ``sparse`` it is the reward of every meal and drink
@@ -69,6 +70,7 @@ class SurvivalWorld(BatchedEnvironment):
                 f"{self.rules.config.name}: unknown actions {actions!r}; expected one of "
                 f"{', '.join(ACTION_MODES)}"
             )
+        self.observer = Observer(self.rules, observation)
         if actions == "full" and observation != "entities":
             raise SurvivalConfigError(
                 f"{self.rules.config.name}: observation {observation!r} shows no entities for "
@@ -76,15 +78,13 @@ class SurvivalWorld(BatchedEnvironment):
             )
         self.state = WorldState.allocate(self.rules, num_envs)
         self.simulation = Simulation(self.rules, self.state, self.rng)
-        self.observer = Observer(self.rules, observation)
         self.actions = (
             FullActions(self.rules) if actions == "full" else SimpleActions(self.rules, self.rng)
         )
         self.rewarder = Rewarder(self.rules, reward)
         self.obs_space = self.observer.obs_space
         self.action_space = self.actions.action_space
-        self.last_events = np.full(num_envs, -1, dtype=np.int64)
-        self._died = np.zeros(num_envs, dtype=np.bool_)
+        self.last_outcome = StepOutcome.nothing(num_envs, len(self.rules.meter_max))
 
     # ---------------------------------------------------------------- BatchedEnvironment
     def reset_envs(self, envs: npt.NDArray[np.int64]) -> None:
@@ -96,8 +96,7 @@ class SurvivalWorld(BatchedEnvironment):
         intent = self.actions.decode(actions, self.state)
         outcome = self.simulation.step(intent)
         done = outcome.died | (self.state.t >= self.rules.horizon)
-        self.last_events = outcome.events
-        self._died = outcome.died
+        self.last_outcome = outcome
         return self.rewarder(outcome), done
 
     def observe(self) -> VecObs:
@@ -112,11 +111,22 @@ class SurvivalWorld(BatchedEnvironment):
             done=np.zeros(n, dtype=np.bool_),
         )
 
+    def refresh(self) -> VecObs:
+        """The current observation after :attr:`state` was edited by hand (for tests and
+        scripted scenarios): buffs and abilities are recomputed from the edited state, and the
+        next :meth:`act` is checked against this observation."""
+        if self._last is None:
+            raise RuntimeError("call reset() before refresh()")
+        self.simulation.refresh(np.arange(self.num_envs))
+        obs = self.observe()
+        self._last = obs
+        return obs
+
     def episode_metrics(self, ended: npt.NDArray[np.int64]) -> dict[str, npt.NDArray[np.float64]]:
         """Whether the agent died (rather than reaching the horizon) and how often it did each
         of the config's tasks."""
         counts = self.state.event_counts[ended]
-        metrics = {"died": self._died[ended].astype(np.float64)}
+        metrics = {"died": self.last_outcome.died[ended].astype(np.float64)}
         for name, event in self.rules.tasks.items():
             metrics[f"task/{name.replace(' ', '_')}"] = counts[:, event].astype(np.float64)
         return metrics

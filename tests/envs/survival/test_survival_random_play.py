@@ -1,0 +1,130 @@
+"""Long random rollouts: every batch well-formed, every row valid, the same seed the same
+episodes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+from survival_vec_check import check_vec_obs
+
+from entityrl.env import Observation, ObsSpace, RandomPolicy, VecObs, validate_observation
+from entityrl.envs import make_vec
+from entityrl.envs.survival import SurvivalWorld
+
+PRESETS = ["DayAndNight", "FourSeason"]
+REWARDS = ["dense", "sparse", "very_sparse"]
+
+
+def rollout(
+    env: SurvivalWorld, steps: int, seed: int, check: Callable[[VecObs], None]
+) -> list[VecObs]:
+    policy = RandomPolicy(env.action_space, seed=seed)
+    obs = env.reset()
+    check(obs)
+    batches = [obs]
+    for _ in range(steps):
+        obs = env.act(policy.act(obs))
+        check(obs)
+        batches.append(obs)
+    return batches
+
+
+@pytest.mark.parametrize("reward", REWARDS)
+@pytest.mark.parametrize("preset", PRESETS)
+def test_ten_thousand_random_steps_keep_every_batch_consistent(preset: str, reward: str) -> None:
+    # 16 copies x 625 steps = 10,000 environment steps: several lives, nights and seasons each.
+    env = make_vec(preset, 16, seed=3, reward=reward)
+    assert isinstance(env, SurvivalWorld)
+    ended = []
+
+    def check(obs: VecObs) -> None:
+        check_vec_obs(obs, env.obs_space, env.action_space, 16)
+        if obs.done.any():
+            assert set(obs.metrics) >= {"episode_return", "episode_length", "died"}
+            assert all(v.shape == (int(obs.done.sum()),) for v in obs.metrics.values())
+            ended.append(obs.metrics["episode_length"])
+
+    rollout(env, 625, seed=4, check=check)
+    assert np.concatenate(ended).size >= 16
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"actions": "simple"},
+        {"actions": "simple", "observation": "nearest1"},
+        {"actions": "simple", "observation": "nearest10_prey", "life_limit": 50},
+        {"actions": "simple", "observation": "nearest10", "life_limit": 150},
+    ],
+)
+@pytest.mark.parametrize("preset", PRESETS)
+def test_other_modes_keep_every_batch_consistent(preset: str, kwargs: dict[str, Any]) -> None:
+    env = SurvivalWorld(16, seed=5, config=preset, **kwargs)
+    rollout(
+        env, 300, seed=6, check=lambda obs: check_vec_obs(obs, env.obs_space, env.action_space, 16)
+    )
+
+
+@pytest.mark.parametrize("actions", ["full", "simple"])
+@pytest.mark.parametrize("preset", PRESETS)
+def test_random_rows_pass_the_observation_validator(
+    preset: str, actions: str, as_observations: Callable[[VecObs, ObsSpace], list[Observation]]
+) -> None:
+    env = SurvivalWorld(4, seed=7, config=preset, actions=actions)
+
+    def check(obs: VecObs) -> None:
+        for row in as_observations(obs, env.obs_space):
+            validate_observation(row, env.obs_space, env.action_space, preset)
+
+    rollout(env, 150, seed=8, check=check)
+
+
+@pytest.mark.parametrize("actions", ["full", "simple"])
+@pytest.mark.parametrize("preset", PRESETS)
+def test_the_same_seed_plays_the_same_episodes(
+    preset: str, actions: str, assert_same_batch: Callable[[VecObs, VecObs], None]
+) -> None:
+    first = rollout(
+        SurvivalWorld(4, seed=9, config=preset, actions=actions), 200, 1, lambda o: None
+    )
+    second = rollout(
+        SurvivalWorld(4, seed=9, config=preset, actions=actions), 200, 1, lambda o: None
+    )
+    for a, b in zip(first, second, strict=True):
+        assert_same_batch(a, b)
+    other = rollout(
+        SurvivalWorld(4, seed=10, config=preset, actions=actions), 200, 1, lambda o: None
+    )
+    assert not np.array_equal(first[-1].global_features, other[-1].global_features)
+
+
+def test_the_batch_check_catches_broken_batches() -> None:
+    env = SurvivalWorld(2, seed=0)
+    good = env.reset()
+    check_vec_obs(good, env.obs_space, env.action_space, 2)
+
+    def broken(edit: Callable[[VecObs], None]) -> None:
+        obs = env.reset()
+        edit(obs)
+        with pytest.raises(AssertionError):
+            check_vec_obs(obs, env.obs_space, env.action_space, 2)
+
+    def actor_outside_its_row(obs: VecObs) -> None:
+        obs.action_masks["act"].actors.data[0, 0] = 10_000
+
+    def no_legal_choice(obs: VecObs) -> None:
+        mask = obs.action_masks["act"].mask
+        assert mask is not None
+        mask.data[0] = False
+
+    def infinite_feature(obs: VecObs) -> None:
+        obs.features["Terrain"].data[0, 0] = np.inf
+
+    def wrong_global_width(obs: VecObs) -> None:
+        obs.global_features = obs.global_features[:, :-1]
+
+    for edit in (actor_outside_its_row, no_legal_choice, infinite_feature, wrong_global_width):
+        broken(edit)
