@@ -128,3 +128,25 @@ def test_the_batch_check_catches_broken_batches() -> None:
 
     for edit in (actor_outside_its_row, no_legal_choice, infinite_feature, wrong_global_width):
         broken(edit)
+
+
+@pytest.mark.parametrize("actions", ["full", "simple"])
+def test_a_saved_state_resumes_exactly(
+    actions: str, assert_same_batch: Callable[[VecObs, VecObs], None]
+) -> None:
+    env = SurvivalWorld(4, seed=12, config="FourSeason", actions=actions)
+    rollout(env, 50, seed=1, check=lambda obs: None)
+    saved = env.get_state()
+
+    def continue_from(obs: VecObs) -> list[VecObs]:
+        policy = RandomPolicy(env.action_space, seed=2)
+        batches = []
+        for _ in range(50):
+            obs = env.act(policy.act(obs))
+            batches.append(obs)
+        return batches
+
+    first = continue_from(env._last)  # type: ignore[arg-type]
+    second = continue_from(env.set_state(saved))
+    for a, b in zip(first, second, strict=True):
+        assert_same_batch(a, b)
