@@ -1,0 +1,1 @@
+"""Learning algorithms: advantage estimation, PPO, behaviour cloning."""

@@ -1,0 +1,364 @@
+"""Training configuration: typed dataclasses, YAML files, ``key.sub=value`` overrides.
+
+A run is described by one :class:`TrainConfig`. Values come from, in order: the defaults
+below, a YAML file (``entityrl/configs/<env>.yaml`` for a registered environment name, or any
+path), then command-line overrides such as ``ppo.gamma=0.9``. OmegaConf merges and type-checks
+them; unknown keys and values of the wrong type are rejected before anything runs, with the
+key's full path, and every dataclass checks its own ranges in ``__post_init__``.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import difflib
+import inspect
+import itertools
+import textwrap
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from entityrl.nn.rogue_net import RogueNetConfig
+
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+
+
+class ConfigError(ValueError):
+    """A configuration value or key is not acceptable."""
+
+
+def _positive(section: str, **values: float) -> None:
+    for name, value in values.items():
+        if value <= 0:
+            raise ConfigError(f"{section}.{name} must be > 0, got {value}")
+
+
+@dataclass
+class EnvConfig:
+    """Which environment to train on."""
+
+    id: str = "CherryPick"
+    """Registered environment name (`entityrl.envs.names()`)."""
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments of the environment's constructor."""
+    validate: bool = False
+    """Check every observation against the declared spaces (slower; for developing envs)."""
+
+
+@dataclass
+class RolloutConfig:
+    """How experience is collected."""
+
+    num_envs: int = 128
+    """Environments stepped together."""
+    steps: int = 16
+    """Steps per environment per rollout; a rollout has num_envs * steps samples."""
+    processes: int = 1
+    """Worker processes stepping the environments (1: step them in the training process)."""
+
+    def __post_init__(self) -> None:
+        _positive("rollout", num_envs=self.num_envs, steps=self.steps, processes=self.processes)
+
+
+@dataclass
+class PPOConfig:
+    """Proximal policy optimization."""
+
+    gamma: float = 0.99
+    """Discount factor."""
+    gae_lambda: float = 0.95
+    """Generalized advantage estimation lambda."""
+    norm_adv: bool = True
+    """Normalize advantages to zero mean, unit variance within each minibatch."""
+    clip_coef: float = 0.2
+    """Surrogate clipping range (and value clipping range, with clip_vloss)."""
+    clip_vloss: bool = True
+    """Clip the value update around the rollout's value estimates."""
+    ent_coef: float = 0.01
+    """Entropy bonus coefficient."""
+    anneal_entropy: bool = False
+    """Anneal the entropy coefficient linearly to 0 over training."""
+    vf_coef: float = 0.5
+    """Value loss coefficient."""
+    target_kl: float | None = None
+    """Stop the update epochs of an iteration early once the approximate KL exceeds this."""
+    update_epochs: int = 3
+    """Passes over each rollout."""
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.gamma <= 1:
+            raise ConfigError(f"ppo.gamma must be in [0, 1], got {self.gamma}")
+        if not 0 <= self.gae_lambda <= 1:
+            raise ConfigError(f"ppo.gae_lambda must be in [0, 1], got {self.gae_lambda}")
+        _positive("ppo", clip_coef=self.clip_coef, update_epochs=self.update_epochs)
+        if self.ent_coef < 0 or self.vf_coef < 0:
+            raise ConfigError("ppo.ent_coef and ppo.vf_coef must be >= 0")
+        if self.target_kl is not None:
+            _positive("ppo", target_kl=self.target_kl)
+
+
+@dataclass
+class OptimConfig:
+    """Adam optimizer and minibatches."""
+
+    lr: float = 0.005
+    """Learning rate."""
+    anneal_lr: bool = True
+    """Anneal the learning rate linearly to 0 over training."""
+    warmup_steps: int = 0
+    """Environment steps over which the learning rate ramps up linearly from 0."""
+    bs: int = 1024
+    """Minibatch size, in samples (one sample = one environment step)."""
+    micro_bs: int | None = None
+    """Accumulate gradients over micro-batches of this many samples (saves memory; same result)."""
+    max_grad_norm: float = 2.0
+    """Clip the gradient norm to this."""
+    weight_decay: float = 0.0
+    """Adam weight decay."""
+    eps: float = 1e-5
+    """Adam epsilon."""
+
+    def __post_init__(self) -> None:
+        _positive("optim", lr=self.lr, bs=self.bs, max_grad_norm=self.max_grad_norm, eps=self.eps)
+        if self.micro_bs is not None:
+            _positive("optim", micro_bs=self.micro_bs)
+            if self.bs % self.micro_bs:
+                raise ConfigError(
+                    f"optim.micro_bs ({self.micro_bs}) must divide optim.bs ({self.bs})"
+                )
+        if self.warmup_steps < 0 or self.weight_decay < 0:
+            raise ConfigError("optim.warmup_steps and optim.weight_decay must be >= 0")
+
+
+@dataclass
+class LogConfig:
+    """Where and how a run reports."""
+
+    run_dir: str | None = None
+    """Directory of the run (default: runs/<env>-<date>-<time>)."""
+    checkpoint_interval: int = 100_000
+    """Environment steps between checkpoints (one is always written at the end)."""
+    tensorboard: bool = True
+    """Write TensorBoard event files."""
+    wandb_project: str | None = None
+    """Also log to this Weights & Biases project (needs `pip install wandb`)."""
+    progress: bool = True
+    """Show a live progress bar."""
+
+    def __post_init__(self) -> None:
+        _positive("log", checkpoint_interval=self.checkpoint_interval)
+
+
+@dataclass
+class TrainConfig:
+    """Everything that defines a training run."""
+
+    env: EnvConfig = field(default_factory=EnvConfig)
+    net: RogueNetConfig = field(default_factory=RogueNetConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+    total_timesteps: int = 200_000
+    """Environment steps to train for."""
+    seed: int = 1
+    """Seed of environments, network initialization and sampling."""
+    torch_threads: int = 0
+    """Threads torch may use (0: one per core, fewer when environment processes need cores)."""
+    target_return: float | None = None
+    """The mean episode return this configuration is known to reach within total_timesteps."""
+
+    def __post_init__(self) -> None:
+        _positive("", total_timesteps=self.total_timesteps)
+        if self.torch_threads < 0:
+            raise ConfigError(f"torch_threads must be >= 0, got {self.torch_threads}")
+
+    @property
+    def batch_size(self) -> int:
+        """Samples per rollout."""
+        return self.rollout.num_envs * self.rollout.steps
+
+
+# ---------------------------------------------------------------------------- loading
+def config_path_for(env_id: str) -> Path:
+    """The shipped config file of a registered environment (may not exist)."""
+    snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in env_id).lstrip("_")
+    return CONFIG_DIR / f"{snake}.yaml"
+
+
+def load_config(
+    source: str | Path | None = None,
+    overrides: list[str] | None = None,
+    check_env: bool = True,
+) -> TrainConfig:
+    """Build a validated config from a YAML file or environment name plus overrides.
+
+    ``source`` is a path to a YAML file, a registered environment name (its shipped config if
+    there is one, else the defaults for that environment), or None (defaults). ``check_env``
+    checks ``env.id`` and ``env.kwargs`` against the registry (off for custom environments).
+    """
+    schema = OmegaConf.structured(TrainConfig)
+    layers = [schema]
+    if source is not None:
+        path = Path(source)
+        if path.suffix in (".yaml", ".yml") or path.exists():
+            layers.append(_read_yaml(path))
+        else:
+            from entityrl.envs import lookup
+
+            try:
+                lookup(str(source))
+            except KeyError as err:
+                raise ConfigError(
+                    f"{source!r} is neither a config file nor a registered environment: "
+                    f"{err.args[0]}"
+                ) from None
+            shipped = config_path_for(str(source))
+            if shipped.exists():
+                layers.append(_read_yaml(shipped))
+            layers.append(OmegaConf.create({"env": {"id": str(source)}}))
+    for item in overrides or []:
+        if "=" not in item:
+            raise ConfigError(f"override {item!r} must look like key=value (e.g. ppo.gamma=0.9)")
+    if overrides:
+        layers.append(OmegaConf.from_dotlist(list(overrides)))
+    return from_layers(layers, check_env)
+
+
+def from_layers(layers: list[Any], check_env: bool = True) -> TrainConfig:
+    try:
+        merged = OmegaConf.merge(*layers)
+        config = OmegaConf.to_object(merged)
+    except OmegaConfBaseException as err:
+        raise ConfigError(_explain(err)) from None
+    except (ValueError, TypeError) as err:
+        raise ConfigError(str(err)) from None
+    assert isinstance(config, TrainConfig)
+    if check_env:
+        _check_env(config)
+    return config
+
+
+def _read_yaml(path: Path) -> Any:
+    if not path.exists():
+        raise ConfigError(f"config file {str(path)!r} does not exist")
+    try:
+        loaded = OmegaConf.load(path)
+    except Exception as err:
+        raise ConfigError(f"{path}: not valid YAML: {err}") from None
+    if not isinstance(loaded, type(OmegaConf.create({}))):
+        raise ConfigError(f"{path}: expected a mapping of config keys at the top level")
+    return loaded
+
+
+def _explain(err: OmegaConfBaseException) -> str:
+    """OmegaConf's message, plus the keys that are allowed where an unknown one was given."""
+    key = getattr(err, "full_key", None) or ""
+    message = str(err).split("\n")[0]
+    if type(err).__name__ == "ConfigKeyError" and key:
+        section, _, bad = key.rpartition(".")
+        allowed = _fields_at(section)
+        if allowed:
+            close = difflib.get_close_matches(bad, allowed, n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            return f"unknown config key {key!r}.{hint} Allowed keys here: {', '.join(allowed)}"
+    return f"config key {key!r}: {message}" if key else message
+
+
+def _fields_at(path: str) -> list[str]:
+    """Field names of the config section at a dotted path ('' is the top level)."""
+    cls: Any = TrainConfig
+    for part in filter(None, path.split(".")):
+        if not dataclasses.is_dataclass(cls) or part not in {
+            f.name for f in dataclasses.fields(cls)
+        }:
+            return []
+        cls = _nested_dataclass(cls, part)
+        if cls is None:
+            return []
+    return [f.name for f in dataclasses.fields(cls)]
+
+
+def _nested_dataclass(owner: type, name: str) -> type | None:
+    """The dataclass type of field ``name`` of ``owner`` (unwrapping ``X | None``), if any."""
+    hint = typing.get_type_hints(owner)[name]
+    for candidate in (hint, *typing.get_args(hint)):
+        if dataclasses.is_dataclass(candidate):
+            return candidate  # type: ignore[return-value]
+    return None
+
+
+def _check_env(config: TrainConfig) -> None:
+    from entityrl.envs import check_kwargs, lookup
+
+    try:
+        lookup(config.env.id)
+        check_kwargs(config.env.id, dict(config.env.kwargs))
+    except (KeyError, TypeError) as err:
+        raise ConfigError(f"env: {err.args[0]}") from None
+
+
+def to_yaml(config: TrainConfig) -> str:
+    return OmegaConf.to_yaml(OmegaConf.structured(config))
+
+
+def to_dict(config: TrainConfig) -> dict[str, Any]:
+    result = OmegaConf.to_container(OmegaConf.structured(config))
+    assert isinstance(result, dict)
+    return result
+
+
+def from_dict(values: dict[str, Any]) -> TrainConfig:
+    return from_layers([OmegaConf.structured(TrainConfig), OmegaConf.create(values)])
+
+
+# ---------------------------------------------------------------------------- help text
+def field_docs(cls: type) -> dict[str, str]:
+    """The docstring written under each field of a dataclass."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    except (OSError, TypeError):
+        return {}
+    body = tree.body[0].body  # type: ignore[attr-defined]
+    docs: dict[str, str] = {}
+    for node, following in itertools.pairwise(body):
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and isinstance(following, ast.Expr)
+            and isinstance(following.value, ast.Constant)
+            and isinstance(following.value.value, str)
+        ):
+            docs[node.target.id] = " ".join(following.value.value.split())
+    return docs
+
+
+def describe(config: TrainConfig | None = None) -> str:
+    """Every parameter with its current value and documentation, for ``--help``."""
+    config = config or TrainConfig()
+    lines: list[str] = []
+
+    def walk(obj: Any, prefix: str) -> None:
+        docs = field_docs(type(obj))
+        for f in dataclasses.fields(obj):
+            value = getattr(obj, f.name)
+            key = f"{prefix}{f.name}"
+            if dataclasses.is_dataclass(value):
+                lines.append(f"  {key}:  {(type(value).__doc__ or '').strip().splitlines()[0]}")
+                walk(value, key + ".")
+                continue
+            shown = OmegaConf.to_yaml(OmegaConf.create({"v": value})).strip()[3:] or "null"
+            lines.append(f"  {key}={shown}")
+            if f.name in docs:
+                lines.append(f"      {docs[f.name]}")
+            if value is None and (nested := _nested_dataclass(type(obj), f.name)) is not None:
+                for sub, doc in field_docs(nested).items():
+                    lines.append(f"      {key}.{sub}: {doc}")
+
+    walk(config, "")
+    return "\n".join(lines)

@@ -1,0 +1,336 @@
+"""The training loop: collect a rollout, update with PPO, log, checkpoint; repeat.
+
+One iteration = ``rollout.num_envs * rollout.steps`` environment steps followed by
+``ppo.update_epochs`` passes of minibatch updates. The loop stops after ``total_timesteps``,
+or after the current iteration when interrupted with Ctrl-C (a second Ctrl-C aborts at once);
+either way it writes a final checkpoint.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import numpy as np
+import torch
+
+from entityrl.algo.ppo import ppo_update
+from entityrl.env.environment import Environment
+from entityrl.env.process_vec_env import ProcessVecEnv
+from entityrl.env.vec_env import EnvFactory, SerialVecEnv, VecEnv
+from entityrl.nn.rogue_net import RogueNet
+from entityrl.training import checkpoint as ckpt
+from entityrl.training.config import TrainConfig, load_config, to_dict, to_yaml
+from entityrl.training.progress import ProgressReporter
+from entityrl.training.run_log import RunLog
+from entityrl.training.sampler import Sampler
+
+EnvSource = str | EnvFactory | type[Environment]
+
+
+@dataclass
+class TrainResult:
+    """What a finished (or interrupted) run leaves behind."""
+
+    run_dir: Path
+    checkpoint: Path
+    steps: int
+    mean_return: float | None
+    """Mean return of the last (up to) 100 episodes."""
+    seconds: float
+    interrupted: bool
+
+
+def make_env(
+    config: TrainConfig, env: EnvSource | None = None, num_envs: int | None = None
+) -> VecEnv:
+    """The vectorized environment of a config (or of a custom environment class/factory)."""
+    from entityrl.envs import make_vec
+
+    n = num_envs or config.rollout.num_envs
+    if env is None or isinstance(env, str):
+        return make_vec(
+            env or config.env.id,
+            n,
+            seed=config.seed,
+            processes=config.rollout.processes,
+            validate=config.env.validate,
+            **config.env.kwargs,
+        )
+    factory: EnvFactory = env  # a class or a zero-argument callable
+    if config.rollout.processes > 1:
+        return ProcessVecEnv(
+            factory,
+            n,
+            config.seed,
+            num_workers=config.rollout.processes,
+            validate=config.env.validate,
+        )
+    return SerialVecEnv(factory, n, config.seed, validate=config.env.validate)
+
+
+def default_run_dir(config: TrainConfig) -> Path:
+    return Path("runs") / f"{config.env.id}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def torch_threads(config: TrainConfig) -> int:
+    if config.torch_threads:
+        return config.torch_threads
+    cores = os.cpu_count() or 1
+    # Environment workers need cores too; leave them half.
+    return cores if config.rollout.processes <= 1 else max(1, cores // 2)
+
+
+class _StopFlag:
+    """First Ctrl-C: finish the current iteration and stop. Second: abort."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous: Any = None
+
+    def __enter__(self) -> _StopFlag:
+        self._previous = signal.getsignal(signal.SIGINT)
+        try:
+            signal.signal(signal.SIGINT, self._handle)
+        except ValueError:  # not in the main thread: keep default behaviour
+            self._previous = None
+        return self
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+
+    def __exit__(self, *exc: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+
+class Trainer:
+    """Owns the pieces of a run: environments, network, optimizer, sampler, log."""
+
+    def __init__(
+        self,
+        config: TrainConfig,
+        env: EnvSource | None = None,
+        resume: str | Path | None = None,
+        on_iteration: Callable[[dict[str, float]], None] | None = None,
+    ) -> None:
+        self.config = config
+        self.on_iteration = on_iteration
+        self.run_dir = (
+            Path(resume) if resume else Path(config.log.run_dir or default_run_dir(config))
+        )
+        saved = ckpt.load_checkpoint(self.run_dir) if resume else None
+        if saved is not None:
+            _check_resumable(saved, config)
+        torch.set_num_threads(torch_threads(config))
+        torch.manual_seed(config.seed)
+        self.rng = np.random.default_rng(config.seed)
+        self.env = make_env(config, env)
+        self.net = RogueNet(self.env.obs_space, self.env.action_space, config.net)
+        self.optimizer = torch.optim.Adam(
+            self.net.parameters(),
+            lr=config.optim.lr,
+            eps=config.optim.eps,
+            weight_decay=config.optim.weight_decay,
+        )
+        self.sampler = Sampler(self.env, self.net, config.rollout.steps)
+        self.step = 0
+        self.iteration = 0
+        self.recent_returns: collections.deque[float] = collections.deque(maxlen=100)
+        if saved is not None:
+            self._restore(saved)
+        else:
+            self.net.update_normalizers(self.sampler.obs)
+        self.log = RunLog(
+            self.run_dir,
+            tensorboard=config.log.tensorboard,
+            wandb_project=config.log.wandb_project,
+            config=to_dict(config),
+            resume_step=self.step if saved is not None else None,
+        )
+        ckpt.atomic_write(self.run_dir / "config.yaml", lambda f: f.write(to_yaml(config)), "w")
+
+    # ------------------------------------------------------------------ state
+    def state(self) -> dict[str, Any]:
+        return {
+            "config": to_dict(self.config),
+            "model": self.net.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "step": self.step,
+            "iteration": self.iteration,
+            "rng": {
+                "torch": torch.get_rng_state(),
+                "numpy": _jsonable(self.rng.bit_generator.state),
+            },
+            "spaces": ckpt.spaces_to_data(self.env.obs_space, self.env.action_space),
+            "recent_returns": list(self.recent_returns),
+        }
+
+    def save(self) -> Path:
+        env_state = None
+        # Environments that cannot save their state resume with fresh episodes.
+        with contextlib.suppress(NotImplementedError):
+            env_state = self.env.get_state()
+        return ckpt.save_checkpoint(self.run_dir, self.state(), env_state)
+
+    def _restore(self, saved: dict[str, Any]) -> None:
+        self.net.load_state_dict(saved["model"])
+        self.optimizer.load_state_dict(saved["optimizer"])
+        self.step = int(saved["step"])
+        self.iteration = int(saved["iteration"])
+        torch.set_rng_state(saved["rng"]["torch"])
+        self.rng.bit_generator.state = saved["rng"]["numpy"]
+        self.recent_returns.extend(saved.get("recent_returns", []))
+        env_state = ckpt.load_env_state(self.run_dir)
+        if env_state is not None:
+            self.sampler.obs = self.env.set_state(env_state)
+
+    # ------------------------------------------------------------------ loop
+    def schedule(self) -> tuple[float, float]:
+        """Learning rate and entropy coefficient for the coming iteration."""
+        cfg = self.config
+        remaining = 1.0 - self.step / cfg.total_timesteps
+        lr = cfg.optim.lr * (remaining if cfg.optim.anneal_lr else 1.0)
+        if cfg.optim.warmup_steps:
+            lr *= min(1.0, (self.step + cfg.batch_size) / cfg.optim.warmup_steps)
+        ent_coef = cfg.ppo.ent_coef * (remaining if cfg.ppo.anneal_entropy else 1.0)
+        return lr, ent_coef
+
+    def train_iteration(self) -> dict[str, float]:
+        cfg = self.config
+        lr, ent_coef = self.schedule()
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        started = time.perf_counter()
+        rollout = self.sampler.collect(cfg.ppo.gamma, cfg.ppo.gae_lambda)
+        collected = time.perf_counter()
+        stats = ppo_update(
+            self.net, self.optimizer, rollout, cfg.ppo, cfg.optim, ent_coef, self.rng
+        )
+        # Statistics change only between iterations, so the log-probabilities stored during a
+        # rollout match what the update recomputes.
+        self.net.update_normalizers(rollout.obs)
+        finished = time.perf_counter()
+        self.step += rollout.num_rows
+        self.iteration += 1
+        metrics: dict[str, float] = {f"loss/{k}": v for k, v in stats.items()}
+        returns = rollout.metrics.get("episode_return")
+        if returns is not None and returns.size:
+            self.recent_returns.extend(returns.tolist())
+        for key, values in rollout.metrics.items():
+            metrics[f"episode/{key}"] = float(values.mean())
+        variance = float(np.var(rollout.returns))
+        metrics["loss/explained_variance"] = (
+            1.0 - float(np.var(rollout.returns - rollout.values)) / variance
+            if variance > 0
+            else 0.0
+        )
+        metrics["episodes"] = float(returns.size if returns is not None else 0)
+        metrics["schedule/lr"] = lr
+        metrics["schedule/ent_coef"] = ent_coef
+        metrics["perf/sps"] = rollout.num_rows / (finished - started)
+        metrics["perf/rollout_seconds"] = collected - started
+        metrics["perf/update_seconds"] = finished - collected
+        return metrics
+
+    @property
+    def mean_return(self) -> float | None:
+        return float(np.mean(self.recent_returns)) if self.recent_returns else None
+
+    def run(self) -> TrainResult:
+        cfg = self.config
+        started = time.time()
+        next_checkpoint = (
+            self.step // cfg.log.checkpoint_interval + 1
+        ) * cfg.log.checkpoint_interval
+        progress = ProgressReporter(cfg.total_timesteps, self.step, enabled=cfg.log.progress)
+        interrupted = False
+        try:
+            with _StopFlag() as stop, progress:
+                while self.step < cfg.total_timesteps:
+                    metrics = self.train_iteration()
+                    self.log.log(self.step, metrics)
+                    progress.update(self.step, metrics["perf/sps"], self.mean_return)
+                    if self.on_iteration is not None:
+                        self.on_iteration(metrics)
+                    if self.step >= next_checkpoint:
+                        self.save()
+                        next_checkpoint += cfg.log.checkpoint_interval
+                    if stop.requested:
+                        interrupted = True
+                        break
+            path = self.save()
+        finally:
+            self.log.close()
+            self.env.close()
+        return TrainResult(
+            self.run_dir, path, self.step, self.mean_return, time.time() - started, interrupted
+        )
+
+
+def _check_resumable(saved: dict[str, Any], config: TrainConfig) -> None:
+    """Refuse to continue a run under a different configuration."""
+    # total_timesteps may grow (to train longer) and log settings may change freely.
+    mutable = {"total_timesteps", "log"}
+    ours = {k: v for k, v in to_dict(config).items() if k not in mutable}
+    theirs = {k: v for k, v in saved["config"].items() if k not in mutable}
+    diffs = ckpt.config_differences(theirs, ours)
+    if diffs:
+        raise ckpt.CheckpointError(
+            "the checkpoint was written with a different configuration; differing keys: "
+            + ", ".join(diffs)
+            + " (resume with the run's own config.yaml, changing only total_timesteps or log.*)"
+        )
+
+
+def _jsonable(state: dict[str, Any]) -> dict[str, Any]:
+    """numpy's bit generator state, with Python ints (loads with weights_only=True)."""
+    return {k: _jsonable(v) if isinstance(v, dict) else (int(v) if isinstance(v, np.integer) else v)
+            for k, v in state.items()}  # fmt: skip
+
+
+def train(
+    env: EnvSource | None = None,
+    config: TrainConfig | str | Path | None = None,
+    overrides: Sequence[str] = (),
+    resume: str | Path | None = None,
+) -> TrainResult:
+    """Train a RogueNet policy with PPO.
+
+    ``env``: a registered environment name, or an :class:`~entityrl.env.Environment` subclass or
+    zero-argument factory (your own simulator). ``config``: a :class:`TrainConfig`, a YAML path,
+    or None for the environment's shipped config (or the defaults). ``overrides``: strings like
+    ``"ppo.gamma=0.9"``. ``resume``: a run directory to continue.
+    """
+    if isinstance(config, TrainConfig):
+        if overrides:
+            from omegaconf import OmegaConf
+
+            from entityrl.training.config import from_layers
+
+            config = from_layers(
+                [OmegaConf.structured(config), OmegaConf.from_dotlist(list(overrides))]
+            )
+    else:
+        source = config if config is not None else (env if isinstance(env, str) else None)
+        custom = env is not None and not isinstance(env, str)
+        config = load_config(source, list(overrides), check_env=not custom)
+    if env is not None and not isinstance(env, str):
+        name = getattr(env, "__name__", type(env).__name__)
+        config.env.id = name
+    elif isinstance(env, str):
+        config.env.id = env
+    return Trainer(config, env, resume).run()
+
+
+__all__ = ["TrainResult", "Trainer", "make_env", "train"]
