@@ -11,7 +11,7 @@ import importlib
 import sys
 
 # Command modules, in the order ``entityrl --help`` lists them.
-COMMANDS = ["play", "survival"]
+COMMANDS = ["train", "play", "survival"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,72 @@
+"""``entityrl train ENV_OR_CONFIG [key=value ...]``: train an agent with PPO."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from entityrl.training.checkpoint import CheckpointError
+from entityrl.training.config import ConfigError, describe, load_config, to_yaml
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "train",
+        help="train an agent on an environment with PPO",
+        description=(
+            "Train a RogueNet agent with PPO. ENV_OR_CONFIG is a registered environment name "
+            "(its shipped config is used) or a YAML config file. Any parameter can be "
+            "overridden as key=value, e.g. ppo.gamma=0.9 rollout.num_envs=64."
+        ),
+        epilog="parameters (default values):\n" + describe(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("source", nargs="?", metavar="ENV_OR_CONFIG")
+    parser.add_argument("overrides", nargs="*", metavar="key=value")
+    parser.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR")
+    parser.add_argument(
+        "--show-config", action="store_true", help="print the resolved config and exit"
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from entityrl.training.runner import Trainer
+
+    source = args.source
+    overrides = list(args.overrides)
+    # "entityrl train ppo.gamma=0.9 --resume DIR": the first override lands in `source`.
+    if source is not None and "=" in source and not Path(source).exists():
+        overrides.insert(0, source)
+        source = None
+    if source is None and args.resume:
+        source = str(Path(args.resume) / "config.yaml")
+    if source is None:
+        print("entityrl train: error: give an environment name or a config file", file=sys.stderr)
+        return 2
+    try:
+        config = load_config(source, overrides)
+    except ConfigError as err:
+        print(f"entityrl train: error: {err}", file=sys.stderr)
+        return 2
+    if args.show_config:
+        print(to_yaml(config), end="")
+        return 0
+    try:
+        trainer = Trainer(config, resume=args.resume)
+    except CheckpointError as err:
+        print(f"entityrl train: error: {err}", file=sys.stderr)
+        return 2
+    result = trainer.run()
+    state = "interrupted" if result.interrupted else "finished"
+    shown = "n/a" if result.mean_return is None else f"{result.mean_return:.3f}"
+    print(
+        f"{state} after {result.steps:,} steps in {result.seconds:.0f}s; "
+        f"mean return of the last episodes: {shown}\n"
+        f"run directory: {result.run_dir}\n"
+        f"  evaluate: entityrl eval {result.run_dir}\n"
+        f"  watch:    entityrl play {config.env.id} --agent {result.run_dir}\n"
+        f"  continue: entityrl train --resume {result.run_dir} total_timesteps=..."
+    )
+    return 0
