@@ -85,7 +85,7 @@ class RaggedArray:
     returns a new :class:`RaggedArray` of those rows (a view for a step-1 slice, else a copy).
     """
 
-    __slots__ = ("_offsets", "data", "lengths")
+    __slots__ = ("_bounds", "_offsets", "data", "lengths")
 
     def __init__(
         self,
@@ -103,6 +103,7 @@ class RaggedArray:
         self.data = data
         self.lengths = lengths
         self._offsets = _offsets
+        self._bounds: memoryview | None = None
 
     # ---------------------------------------------------------------- constructors
     @classmethod
@@ -141,17 +142,20 @@ class RaggedArray:
         """
         if dtype is not None:
             dtype = _check_dtype(np.dtype(dtype))
-        arrays = [np.asarray(r, dtype=dtype) for r in rows]
         try:
-            # Fast path: numpy checks that all rows have one width while it concatenates.
-            data = np.concatenate(arrays)
+            # Fast path: numpy converts the rows and checks that they share one width while it
+            # concatenates; "unsafe" casting converts like np.asarray(row, dtype) would.
+            data = np.concatenate(rows, dtype=dtype, casting="unsafe")
         except ValueError:
             data = None
-        if data is None or data.ndim != 2 or features not in (None, data.shape[1]):
-            arrays = _conform_rows(arrays, features)
+        if data is not None and data.ndim == 2 and features in (None, data.shape[1]):
+            # Every row was 2-D, so len() is its number of items.
+            lengths = np.fromiter(map(len, rows), dtype=_INDEX, count=len(rows))
+        else:
+            arrays = _conform_rows([np.asarray(r, dtype=dtype) for r in rows], features)
             width = arrays[0].shape[1] if arrays else features
             data = np.concatenate(arrays) if arrays else np.zeros((0, width), dtype or np.float32)
-        lengths = np.fromiter((a.shape[0] for a in arrays), dtype=_INDEX, count=len(arrays))
+            lengths = np.fromiter((a.shape[0] for a in arrays), dtype=_INDEX, count=len(arrays))
         return cls(_canonical(data), lengths)
 
     @classmethod
@@ -215,10 +219,19 @@ class RaggedArray:
 
     # ---------------------------------------------------------------- indexing
     def __getitem__(self, key: int | slice | npt.ArrayLike) -> npt.NDArray | RaggedArray:
-        if isinstance(key, (int, np.integer)):
-            return self._row(key)
+        if type(key) is int or isinstance(key, np.integer):
+            bounds = self._bounds
+            if bounds is None:
+                # Indexing a memoryview yields Python ints, which slice faster than numpy ints.
+                bounds = self._bounds = memoryview(self.offsets)
+            i = key + len(bounds) - 1 if key < 0 else key
+            if not 0 <= i < len(bounds) - 1:
+                raise IndexError(
+                    f"row {key} out of range for RaggedArray of {len(bounds) - 1} rows"
+                )
+            return self.data[bounds[i] : bounds[i + 1]]
         if isinstance(key, slice):
-            start, stop, step = key.indices(self.size0)
+            start, stop, step = key.indices(self.lengths.shape[0])
             if step != 1:
                 return self.take(np.arange(start, stop, step, dtype=_INDEX))
             stop = max(start, stop)
@@ -227,14 +240,6 @@ class RaggedArray:
                 self.data[offsets.item(start) : offsets.item(stop)], self.lengths[start:stop]
             )
         return self.take(key)
-
-    def _row(self, key: int | np.integer) -> npt.NDArray:
-        rows = self.lengths.shape[0]
-        i = key + rows if key < 0 else key
-        if not 0 <= i < rows:
-            raise IndexError(f"row {key} out of range for RaggedArray of {rows} rows")
-        offsets = self.offsets
-        return self.data[offsets.item(i) : offsets.item(i + 1)]
 
     def take(self, rows: npt.ArrayLike) -> RaggedArray:
         """The given rows (integer indices, repeats and negatives allowed, or a boolean mask)."""
@@ -319,8 +324,12 @@ class RaggedArray:
             )
         if vals.size and not np.can_cast(vals.dtype, self.dtype, casting="same_kind"):
             raise TypeError(f"add_per_row cannot add {vals.dtype} values to {self.dtype} data")
-        per_item = np.repeat(vals.astype(self.dtype, copy=False), self.lengths)
-        return RaggedArray(self.data + per_item[:, None], self.lengths, self._offsets)
+        # One value per element, then one contiguous add: numpy broadcasts a (items, 1) column
+        # over a few features with a slow short inner loop.
+        out = np.repeat(vals.astype(self.dtype, copy=False), self.lengths * self.features)
+        out = out.reshape(self.data.shape)
+        out += self.data
+        return RaggedArray(out, self.lengths, self._offsets)
 
     def padding(self, max_length: int | None = None) -> Padding:
         """Metadata to pad the rows into a ``(size0, max_length)`` grid (see :class:`Padding`).
