@@ -313,8 +313,9 @@ def to_dict(config: TrainConfig) -> dict[str, Any]:
     return result
 
 
-def from_dict(values: dict[str, Any]) -> TrainConfig:
-    return from_layers([OmegaConf.structured(TrainConfig), OmegaConf.create(values)])
+def from_dict(values: dict[str, Any], check_env: bool = True) -> TrainConfig:
+    """A config from :func:`to_dict`'s output; ``check_env`` as in :func:`load_config`."""
+    return from_layers([OmegaConf.structured(TrainConfig), OmegaConf.create(values)], check_env)
 
 
 # ---------------------------------------------------------------------------- help text
