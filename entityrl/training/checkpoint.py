@@ -92,7 +92,7 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
         data = torch.load(p, map_location="cpu", weights_only=True)
     except (RuntimeError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile, OSError) as err:
         raise CheckpointError(
-            f"{p} is not a readable checkpoint (corrupt or truncated file?): {err}"
+            f"{p} is not a readable checkpoint (corrupt or truncated file?): {_reason(err)}"
         ) from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise CheckpointError(f"{p} is not an entityrl checkpoint")
@@ -104,6 +104,18 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     if missing:
         raise CheckpointError(f"{p} is incomplete: missing {', '.join(missing)}")
     return data
+
+
+def _reason(err: BaseException) -> str:
+    """The gist of torch's error, on one line."""
+    if isinstance(err, pickle.UnpicklingError):
+        # torch suggests weights_only=False here, which would run whatever code the file holds;
+        # a checkpoint only ever holds tensors and plain data, so say that instead.
+        return "it is not a torch file, or holds objects other than tensors and plain data"
+    if isinstance(err, EOFError):
+        return "the file ends before the data does"
+    first_sentence = str(err).strip().split("\n")[0].split(". ")[0]
+    return first_sentence or type(err).__name__
 
 
 def load_env_state(directory: Path) -> bytes | None:
