@@ -1,18 +1,22 @@
 """Between per-environment objects and batches: Observations -> VecObs, ragged actions -> Actions.
 
-This is the only place that walks over individual environments; it does one pass per
-environment and entity type and leaves everything per entity to numpy.
+This is the only place that walks over individual environments. The walk only collects what
+each environment gave (one short pass per environment, entity type and action); conversion to
+numpy happens once per batch, and everything per entity is vectorized.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from itertools import chain
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from entityrl.env.observation import (
     Action,
+    ActionMask,
     CategoricalAction,
     EntityID,
     GlobalCategoricalAction,
@@ -26,12 +30,13 @@ from entityrl.env.spaces import (
     CategoricalActionSpace,
     GlobalCategoricalActionSpace,
     ObsSpace,
-    SelectEntityActionSpace,
 )
 from entityrl.env.vec_obs import VecActionMask, VecCategoricalMask, VecObs, VecSelectEntityMask
-from entityrl.ragged import RaggedArray
+from entityrl.ragged import RaggedArray, ranges
 
-_EMPTY_INDEX = np.zeros(0, dtype=np.int64)
+Selection = tuple[Sequence[EntityID] | None, Sequence[str] | None] | None
+"""Which entities of a row an actor or actee specification names: ``(ids, types)``, or None
+for no entity at all (action not offered, or candidates of a row without actors)."""
 
 
 class Batcher:
@@ -44,6 +49,17 @@ class Batcher:
         self.num_features = [len(e.features) for e in obs_space.entities.values()]
         self.type_column = {name: t for t, name in enumerate(self.type_names)}
         self.num_global = len(obs_space.global_features)
+        self._columns: dict[tuple[str, ...] | None, tuple[int, ...]] = {}
+
+    def columns(self, types: Sequence[str] | None) -> tuple[int, ...]:
+        """The columns of ``types`` (all types if None), padded with -1 to one per type."""
+        key = None if types is None else tuple(types)
+        cached = self._columns.get(key)
+        if cached is None:
+            width = len(self.type_names)
+            named = range(width) if key is None else [self.type_column[t] for t in key]
+            cached = self._columns[key] = (*named, *(-1,) * (width - len(named)))
+        return cached
 
     # ------------------------------------------------------------------ observations -> VecObs
     def batch(self, observations: Sequence[Observation]) -> VecObs:
@@ -53,27 +69,20 @@ class Batcher:
         features: dict[str, RaggedArray] = {}
         visible: dict[str, RaggedArray] = {}
         for t, (name, width) in enumerate(zip(self.type_names, self.num_features, strict=True)):
-            arrays = []
-            for i, obs in enumerate(observations):
-                feats = obs.features.get(name)
-                if feats is None:
-                    continue
-                array = np.asarray(feats, dtype=np.float32)
-                if array.ndim == 1 and array.size == 0:  # an empty list of rows
-                    array = array.reshape(0, width)
-                counts[i, t] = array.shape[0]
-                arrays.append(array)
-            data = np.concatenate(arrays) if arrays else np.zeros((0, width), dtype=np.float32)
+            given = [obs.features.get(name) for obs in observations]
+            counts[:, t] = [0 if rows is None else len(rows) for rows in given]
             lengths = counts[:, t].copy()
+            data = _stack([rows for rows in given if rows is not None], width, np.float32)
             features[name] = RaggedArray(data, lengths)
-            if any(name in obs.visible for obs in observations):
-                visible[name] = self._visible(observations, name, lengths)
+            shown = [
+                (i, obs.visible[name]) for i, obs in enumerate(observations) if name in obs.visible
+            ]
+            if shown:
+                visible[name] = _fill_rows(shown, lengths, [flags for _, flags in shown], 1)
 
-        starts = np.cumsum(counts, axis=1) - counts
-        totals = counts.sum(axis=1)
-        resolver = _IndexResolver(self, observations, starts, counts, totals)
+        index = _EntityIndex(self, observations, counts)
         action_masks = {
-            name: self._action_mask(name, space, observations, resolver)
+            name: self._action_mask(name, space, observations, index)
             for name, space in self.action_space.items()
         }
         if self.num_global:
@@ -91,69 +100,43 @@ class Batcher:
             visible=visible,
         )
 
-    @staticmethod
-    def _visible(
-        observations: Sequence[Observation], name: str, lengths: npt.NDArray[np.int64]
-    ) -> RaggedArray:
-        parts = [
-            np.asarray(obs.visible[name], dtype=np.bool_).reshape(-1)
-            if name in obs.visible
-            else np.ones(int(length), dtype=np.bool_)
-            for obs, length in zip(observations, lengths, strict=True)
-        ]
-        return RaggedArray(np.concatenate(parts).reshape(-1, 1), lengths)
-
     def _action_mask(
         self,
         name: str,
         space: ActionSpace,
         observations: Sequence[Observation],
-        resolver: _IndexResolver,
+        index: _EntityIndex,
     ) -> VecActionMask:
-        n = len(observations)
-        actor_parts: list[npt.NDArray[np.int64]] = []
-        actee_parts: list[npt.NDArray[np.int64]] = []
-        mask_parts: list[npt.NDArray[np.bool_] | None] = []
-        actor_lengths = np.zeros(n, dtype=np.int64)
-        actee_lengths = np.zeros(n, dtype=np.int64)
-        present = np.zeros(n, dtype=np.bool_)
-        for i, obs in enumerate(observations):
-            spec = obs.actions.get(name)
-            if spec is None:
-                continue
-            present[i] = True
-            if isinstance(spec, GlobalCategoricalActionMask):
-                actors = resolver.totals[i : i + 1]
-            else:
-                actors = resolver.indices(i, spec.actor_ids, spec.actor_types)
-            actor_lengths[i] = actors.shape[0]
-            actor_parts.append(actors)
-            mask = None if spec.mask is None else np.asarray(spec.mask, dtype=np.bool_)
-            if isinstance(spec, SelectEntityActionMask):
-                # Candidates matter only to actors; rows without actors carry none.
-                actees = (
-                    resolver.indices(i, spec.actee_ids, spec.actee_types)
-                    if actors.shape[0]
-                    else _EMPTY_INDEX
-                )
-                actee_lengths[i] = actees.shape[0]
-                actee_parts.append(actees)
-                mask_parts.append(None if mask is None else mask.reshape(-1, 1))
-            else:
-                width = len(space)  # type: ignore[arg-type]
-                mask_parts.append(None if mask is None else mask.reshape(-1, width))
-
-        actors_ragged = _index_ragged(actor_parts, actor_lengths)
-        if isinstance(space, SelectEntityActionSpace):
-            sizes = actor_lengths * actee_lengths
-            mask = _mask_ragged(mask_parts, sizes[present], 1, sizes)
-            return VecSelectEntityMask(
-                actors_ragged, _index_ragged(actee_parts, actee_lengths), mask
+        specs = [obs.actions.get(name) for obs in observations]
+        if isinstance(space, GlobalCategoricalActionSpace):
+            # The actor is the row's pseudo-entity, indexed after all real entities.
+            present = np.fromiter((s is not None for s in specs), np.bool_, count=len(specs))
+            actors = RaggedArray(index.totals[present].reshape(-1, 1), present.astype(np.int64))
+            masks = [
+                (i, s.mask) for i, s in enumerate(specs) if s is not None and s.mask is not None
+            ]
+            # A global mask is one row of choices: wrap it so it stacks like actor rows.
+            return VecCategoricalMask(
+                actors, _fill_rows(masks, actors.lengths, [[m] for _, m in masks], len(space))
             )
-        width = len(space)  # type: ignore[arg-type]
-        return VecCategoricalMask(
-            actors_ragged, _mask_ragged(mask_parts, actor_lengths[present], width, actor_lengths)
+        actors = index.select([None if s is None else (s.actor_ids, s.actor_types) for s in specs])  # type: ignore[union-attr]
+        masks = [(i, s.mask) for i, s in enumerate(specs) if s is not None and s.mask is not None]
+        if isinstance(space, CategoricalActionSpace):
+            return VecCategoricalMask(
+                actors, _fill_rows(masks, actors.lengths, [m for _, m in masks], len(space))
+            )
+        # Candidates matter only to actors; rows without actors carry none.
+        acting = actors.lengths > 0
+        actees = index.select(
+            [
+                (s.actee_ids, s.actee_types) if acting[i] else None  # type: ignore[union-attr]
+                for i, s in enumerate(specs)
+            ]
         )
+        # Select-entity masks are (actors, actees) per row, stored flat and actor-major.
+        flat = [np.asarray(m, dtype=np.bool_).reshape(-1) for _, m in masks]
+        mask = _fill_rows(masks, actors.lengths * actees.lengths, flat, 1)
+        return VecSelectEntityMask(actors, actees, mask)
 
     # ------------------------------------------------------------------ ragged actions -> Actions
     def unbatch(
@@ -169,90 +152,123 @@ class Batcher:
             chosen = actions.get(name)
             if chosen is None:
                 continue
-            rows = chosen.to_list()
-            for i, (obs, row) in enumerate(zip(observations, rows, strict=True)):
+            values = chosen.data[:, 0]
+            bounds = chosen.offsets.tolist()
+            for i, obs in enumerate(observations):
                 spec = obs.actions.get(name)
-                if spec is None:
-                    continue
-                values = row[:, 0]
-                if isinstance(space, GlobalCategoricalActionSpace):
-                    index = int(values[0])
-                    per_env[i][name] = GlobalCategoricalAction(index, space.choices[index])
-                    continue
-                actor_ids = obs.named_entities(self.type_names, spec.actor_ids, spec.actor_types)  # type: ignore[union-attr]
-                if isinstance(space, CategoricalActionSpace):
-                    per_env[i][name] = CategoricalAction(actor_ids, values, space.choices)
-                else:
-                    assert isinstance(spec, SelectEntityActionMask)
-                    candidates = obs.named_entities(
-                        self.type_names, spec.actee_ids, spec.actee_types
-                    )
-                    per_env[i][name] = SelectEntityAction(
-                        actor_ids, [candidates[j] for j in values.tolist()]
-                    )
+                if spec is not None:
+                    row = values[bounds[i] : bounds[i + 1]]
+                    per_env[i][name] = self._action(space, spec, obs, row)
         return per_env
 
+    def _action(
+        self, space: ActionSpace, spec: ActionMask, obs: Observation, row: npt.NDArray[np.int64]
+    ) -> Action:
+        """One environment's action from its row of chosen values."""
+        if isinstance(space, GlobalCategoricalActionSpace):
+            index = int(row[0])
+            return GlobalCategoricalAction(index, space.choices[index])
+        assert not isinstance(spec, GlobalCategoricalActionMask)
+        # Rows without actors are common (an action offered to nobody this step): naming the
+        # actors and candidates would be wasted work.
+        actors = (
+            obs.named_entities(self.type_names, spec.actor_ids, spec.actor_types)
+            if row.size
+            else []
+        )
+        if isinstance(space, CategoricalActionSpace):
+            return CategoricalAction(actors, row, space.choices)
+        assert isinstance(spec, SelectEntityActionMask)
+        if not row.size:
+            return SelectEntityAction([], [])
+        candidates = obs.named_entities(self.type_names, spec.actee_ids, spec.actee_types)
+        return SelectEntityAction(actors, [candidates[j] for j in row.tolist()])
 
-class _IndexResolver:
-    """Maps actor/actee specifications of one batch of observations to entity indices."""
+
+class _EntityIndex:
+    """Entity indices within the rows of one batch, for actor and actee specifications."""
 
     def __init__(
-        self,
-        batcher: Batcher,
-        observations: Sequence[Observation],
-        starts: npt.NDArray[np.int64],
-        counts: npt.NDArray[np.int64],
-        totals: npt.NDArray[np.int64],
+        self, batcher: Batcher, observations: Sequence[Observation], counts: npt.NDArray[np.int64]
     ) -> None:
         self.batcher = batcher
         self.observations = observations
-        self.starts = starts
         self.counts = counts
-        self.totals = totals
-        self._id_maps: dict[int, dict[EntityID, int]] = {}
+        self.starts = np.cumsum(counts, axis=1) - counts
+        self.totals = counts.sum(axis=1)
 
-    def indices(
-        self, i: int, ids: Sequence[EntityID] | None, types: Sequence[str] | None
-    ) -> npt.NDArray[np.int64]:
-        if ids is not None:
-            id_map = self._id_maps.get(i)
-            if id_map is None:
-                id_map = self._id_maps[i] = self._id_map(i)
-            return np.fromiter((id_map[x] for x in ids), dtype=np.int64, count=len(ids))
-        if types is None:
-            return np.arange(self.totals[i], dtype=np.int64)
-        column = self.batcher.type_column
-        parts = [
-            np.arange(self.starts[i, c], self.starts[i, c] + self.counts[i, c], dtype=np.int64)
-            for c in (column[t] for t in types)
-        ]
-        if not parts:
-            return _EMPTY_INDEX
-        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+    def select(self, selections: Sequence[Selection]) -> RaggedArray:
+        """For each row, the indices of the entities its selection names, in the order named:
+        the ids given; else all entities of the types given; else (both None) every entity."""
+        n = len(selections)
+        columns_of = self.batcher.columns
+        no_columns = columns_of(())
+        padded: list[tuple[int, ...]] = []
+        by_id: list[tuple[int, Sequence[EntityID]]] = []
+        for i, selection in enumerate(selections):
+            if selection is None:
+                padded.append(no_columns)
+            elif selection[0] is not None:
+                by_id.append((i, selection[0]))
+                padded.append(no_columns)
+            else:
+                padded.append(columns_of(selection[1]))
+        # Rows by type: the ranges of the selected columns, row after row, column after column.
+        columns = np.array(padded, dtype=np.int64).reshape(n, len(self.batcher.type_names))
+        valid = columns >= 0
+        rows = np.arange(n)[:, None]
+        safe = np.where(valid, columns, 0)
+        counts = np.where(valid, self.counts[rows, safe], 0)
+        lengths = counts.sum(axis=1)
+        data = ranges(self.starts[rows, safe].reshape(-1), counts.reshape(-1))
+        if by_id:
+            data, lengths = self._merge_ids(data, lengths, by_id)
+        return RaggedArray(data.reshape(-1, 1), lengths)
 
-    def _id_map(self, i: int) -> dict[EntityID, int]:
-        ids = self.observations[i].named_entities(self.batcher.type_names)
-        return dict(zip(ids, range(len(ids)), strict=True))
+    def _merge_ids(
+        self,
+        by_type: npt.NDArray[np.int64],
+        lengths: npt.NDArray[np.int64],
+        by_id: list[tuple[int, Sequence[EntityID]]],
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """Insert the rows that name entities by id among the rows selected by type."""
+        id_rows = np.fromiter((i for i, _ in by_id), dtype=np.int64, count=len(by_id))
+        lengths[id_rows] = [len(ids) for _, ids in by_id]
+        offsets = np.cumsum(lengths) - lengths
+        merged = np.empty(int(lengths.sum()), dtype=np.int64)
+        typed = np.ones(lengths.shape[0], dtype=np.bool_)
+        typed[id_rows] = False
+        merged[ranges(offsets[typed], lengths[typed])] = by_type
+        for i, ids in by_id:
+            every = self.observations[i].named_entities(self.batcher.type_names)
+            position = dict(zip(every, range(len(every)), strict=True))
+            merged[offsets[i] : offsets[i] + len(ids)] = [position[x] for x in ids]
+        return merged, lengths
 
 
-def _index_ragged(
-    parts: list[npt.NDArray[np.int64]], lengths: npt.NDArray[np.int64]
-) -> RaggedArray:
-    data = np.concatenate(parts) if parts else _EMPTY_INDEX
-    return RaggedArray(data.reshape(-1, 1), lengths)
+def _stack(blocks: Sequence[Any], width: int, dtype: npt.DTypeLike) -> npt.NDArray[Any]:
+    """Blocks of rows (each an array or a list of rows of ``width`` values) as one
+    ``(rows, width)`` array. Lists are joined first and converted in one numpy call, which is
+    far cheaper than converting many short lists one by one."""
+    if any(isinstance(block, np.ndarray) for block in blocks):
+        arrays = [np.asarray(block, dtype=dtype).reshape(len(block), width) for block in blocks]
+        return np.concatenate(arrays) if arrays else np.zeros((0, width), dtype=dtype)
+    rows = list(chain.from_iterable(blocks))
+    return np.array(rows, dtype=dtype).reshape(len(rows), width)
 
 
-def _mask_ragged(
-    parts: list[npt.NDArray[np.bool_] | None],
-    part_sizes: npt.NDArray[np.int64],
-    width: int,
+def _fill_rows(
+    given: Sequence[tuple[int, Any]],
     lengths: npt.NDArray[np.int64],
+    blocks: Sequence[Any],
+    width: int,
 ) -> RaggedArray | None:
-    """One ragged mask from the masks given per environment; None where none was given."""
-    if all(p is None for p in parts):
+    """A boolean ragged array of ``lengths`` rows of ``width`` flags: True everywhere except
+    in the rows ``given`` (their numbers), which hold ``blocks``. None if no row is given."""
+    if not given:
         return None
-    filled = [
-        np.ones((int(size), width), dtype=np.bool_) if p is None else p
-        for p, size in zip(parts, part_sizes, strict=True)
-    ]
-    return RaggedArray(np.concatenate(filled), lengths)
+    data = np.ones((int(lengths.sum()), width), dtype=np.bool_)
+    rows = np.fromiter((i for i, _ in given), dtype=np.int64, count=len(given))
+    offsets = np.cumsum(lengths) - lengths
+    data[ranges(offsets[rows], lengths[rows])] = _stack(blocks, width, np.bool_)
+    return RaggedArray(data, lengths)
