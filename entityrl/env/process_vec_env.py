@@ -13,7 +13,7 @@ import os
 import pickle
 import signal
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -46,6 +46,13 @@ def _worker(
     except BaseException:
         _reply(conn, ("error", traceback.format_exc()))
         return
+    handlers: dict[str, Callable[[Any], Any]] = {
+        "reset": lambda _: envs.reset(),
+        "act": envs.act,
+        "render": envs.render,
+        "get_state": lambda _: envs.get_state(),
+        "set_state": envs.set_state,
+    }
     while _reply(conn, reply):
         try:
             command, payload = conn.recv()
@@ -55,14 +62,7 @@ def _worker(
             envs.close()
             return
         try:
-            if command == "reset":
-                reply = ("ok", envs.reset())
-            elif command == "act":
-                reply = ("ok", envs.act(payload))
-            elif command == "get_state":
-                reply = ("ok", envs.get_state())
-            else:
-                reply = ("ok", envs.set_state(payload))
+            reply = ("ok", handlers[command](payload))
         except BaseException:
             reply = ("error", traceback.format_exc())
 
@@ -120,7 +120,14 @@ class ProcessVecEnv(VecEnv):
                     daemon=True,
                     name=f"entityrl-env-worker-{k}",
                 )
-                proc.start()
+                try:
+                    proc.start()
+                except (pickle.PicklingError, AttributeError, TypeError) as err:
+                    raise TypeError(
+                        f"ProcessVecEnv: starting workers by {method!r} needs a picklable "
+                        "make_env (a module-level class or function, or a functools.partial "
+                        f"of one), got {make_env!r}: {err}"
+                    ) from err
                 child.close()
                 self._conns.append(parent)
                 self._procs.append(proc)
@@ -134,7 +141,9 @@ class ProcessVecEnv(VecEnv):
     def _describe(self, k: int) -> str:
         return f"environment worker {k} (environments {self.bounds[k]}..{self.bounds[k + 1] - 1})"
 
-    def _receive(self, k: int, doing: str) -> Any:
+    def _receive(self, k: int, doing: str, *, fatal: bool = True) -> Any:
+        """Worker ``k``'s answer. An exception in the worker closes this ProcessVecEnv (its
+        environments may be half-stepped) unless ``fatal`` is False (a read-only request)."""
         conn, proc = self._conns[k], self._procs[k]
         try:
             # A dead worker's end of the pipe closes and recv() raises; polling the process
@@ -151,7 +160,8 @@ class ProcessVecEnv(VecEnv):
                 f"{self._describe(k)} died unexpectedly while {doing} ({reason})"
             ) from None
         if status == "error":
-            self.close()
+            if fatal:
+                self.close()
             raise EnvWorkerError(
                 f"{self._describe(k)} raised an exception while {doing}; its traceback:\n{payload}"
             )
@@ -191,6 +201,14 @@ class ProcessVecEnv(VecEnv):
             self._send(k, ("act", part))
         self._last = VecObs.concat(self._gather("stepping"), self.choices)
         return self._last
+
+    def render(self, index: int = 0) -> str:
+        self._ensure_open()
+        if not 0 <= index < self.num_envs:
+            raise IndexError(f"environment {index} out of range for {self.num_envs} environments")
+        k = int(np.searchsorted(self.bounds, index, side="right")) - 1
+        self._send(k, ("render", index - self.bounds[k]))
+        return self._receive(k, "rendering", fatal=False)
 
     def get_state(self) -> bytes:
         self._ensure_open()

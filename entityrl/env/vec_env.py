@@ -186,11 +186,16 @@ class SerialVecEnv(VecEnv):
 
     def get_state(self) -> bytes:
         # Environments are plain Python objects: pickling them captures their RNGs too.
-        return pickle.dumps((self.envs, self._observations, self.episodes, self._last))
+        return pickle.dumps(
+            (self.envs, self._observations, self._metrics, self.episodes, self._last)
+        )
 
     def set_state(self, state: bytes) -> VecObs:
-        self.envs, self._observations, self.episodes, self._last = pickle.loads(state)
-        assert self._last is not None
+        self.envs, self._observations, self._metrics, self.episodes, self._last = pickle.loads(
+            state
+        )
+        if self._last is None:
+            raise ValueError("the saved state was taken before reset()")
         return self._last
 
     def render(self, index: int = 0) -> str:

@@ -195,3 +195,53 @@ def test_answer_that_cannot_be_sent_surfaces_as_an_error() -> None:
     assert "while building its environments" in str(error.value)
     assert "pickle" in str(error.value).lower()
     assert worker_children() == []
+
+
+def test_restored_state_continues_exactly() -> None:
+    make = functools.partial(Growing, length=3)
+    with no_hang(), ProcessVecEnv(make, 4, seed=5, num_workers=2) as env:
+        policy = RandomPolicy(env.action_space, seed=0)
+        obs = env.reset()
+        for _ in range(4):
+            obs = env.act(policy.act(obs))
+        saved = env.get_state()
+        actions = [policy.act(obs)]
+        expected = [env.act(actions[0])]
+        for _ in range(3):
+            actions.append(policy.act(expected[-1]))
+            expected.append(env.act(actions[-1]))
+    with no_hang(), ProcessVecEnv(make, 4, num_workers=2) as fresh:
+        assert_vec_obs_equal(fresh.set_state(saved), obs)
+        for step_actions, batch in zip(actions, expected, strict=True):
+            assert_vec_obs_equal(fresh.act(step_actions), batch)
+    with (
+        ProcessVecEnv(make, 4, num_workers=1) as other,
+        pytest.raises(ValueError, match="2 worker parts"),
+    ):
+        other.set_state(saved)
+
+
+def test_render_asks_the_worker_that_holds_the_environment() -> None:
+    with no_hang(), ProcessVecEnv(functools.partial(Growing, length=5), 3, num_workers=2) as env:
+        obs = env.reset()
+        env.act(choose_first_legal(obs))
+        assert [env.render(i) for i in range(3)] == ["step 1"] * 3
+        with pytest.raises(IndexError, match="environment 3 out of range for 3"):
+            env.render(3)
+
+
+def test_render_failure_leaves_the_workers_running() -> None:
+    with no_hang(), ProcessVecEnv(Explodes, 2, num_workers=2) as env:
+        obs = env.reset()
+        with pytest.raises(
+            EnvWorkerError, match="NotImplementedError: Explodes does not implement render"
+        ):
+            env.render(1)
+        env.act(choose_first_legal(obs))  # still usable
+
+
+def test_unpicklable_factory_with_spawn_is_a_clear_error() -> None:
+    with pytest.raises(TypeError, match="'spawn' needs a picklable make_env") as error:
+        ProcessVecEnv(lambda: Explodes(), 2, num_workers=2, start_method="spawn")
+    assert "<lambda>" in str(error.value)
+    assert worker_children() == []

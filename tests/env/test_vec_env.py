@@ -17,6 +17,7 @@ from entityrl.env import (
     RaggedArray,
     RandomPolicy,
     SerialVecEnv,
+    VecEnv,
     VecObs,
 )
 
@@ -290,3 +291,49 @@ def test_env_package_does_not_import_torch() -> None:
     code = "import entityrl.env, sys; assert 'torch' not in sys.modules, 'torch'"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+# ---------------------------------------------------------------------------- saved state
+def continue_from(env: VecEnv, obs: VecObs, steps: int, seed: int) -> list[VecObs]:
+    policy = RandomPolicy(env.action_space, seed=seed)
+    batches = []
+    for _ in range(steps):
+        obs = env.act(policy.act(obs))
+        batches.append(obs)
+    return batches
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        pytest.param(
+            lambda: SerialVecEnv(functools.partial(Growing, length=3), 3, seed=2), id="serial"
+        ),
+        pytest.param(lambda: Countdown(4, seed=2), id="batched"),
+    ],
+)
+def test_restored_state_continues_exactly(make: Callable[[], VecEnv]) -> None:
+    env = make()
+    obs = continue_from(env, env.reset(), 4, seed=0)[-1]  # mid-episode
+    saved = env.get_state()
+    expected = continue_from(env, obs, 5, seed=1)
+    fresh = make()
+    restored = fresh.set_state(saved)
+    assert_vec_obs_equal(restored, obs)
+    got = continue_from(fresh, restored, 5, seed=1)
+    for a, b in zip(expected, got, strict=True):
+        assert_vec_obs_equal(a, b)
+    assert any(batch.metrics for batch in got)  # episodes ended after the restore
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        pytest.param(lambda: SerialVecEnv(Growing, 2), id="serial"),
+        pytest.param(lambda: Countdown(2), id="batched"),
+    ],
+)
+def test_state_saved_before_reset_is_refused(make: Callable[[], VecEnv]) -> None:
+    saved = make().get_state()
+    with pytest.raises(ValueError, match="before reset"):
+        make().set_state(saved)
