@@ -338,24 +338,23 @@ class RaggedArray:
         """
         width = self._grid_width(max_length)
         rows = self.size0
-        inverse_index = _ranges(_arange(rows) * width, self.lengths, self.offsets)
+        inverse_index = self._grid_slots(width)
         index = np.zeros(rows * width, dtype=_INDEX)
         index[inverse_index] = _arange(self.items)
         batch = np.full(rows * width, np.nan, dtype=np.float32)
         batch[inverse_index] = np.repeat(np.arange(rows, dtype=np.float32), self.lengths)
-        return Padding(
-            index.reshape(rows, width),
-            batch.reshape(rows, width),
-            self._slot_mask(width),
-            inverse_index,
-        )
+        batch = batch.reshape(rows, width)
+        # A slot holds an item exactly where it has a row number; one contiguous pass over
+        # batch is several times faster than comparing a (rows, 1) column with a (1, width) row.
+        return Padding(index.reshape(rows, width), batch, ~np.isnan(batch), inverse_index)
 
     def padded(self, fill: float | bool = 0, max_length: int | None = None) -> npt.NDArray:
         """The rows as a dense ``(size0, max_length, features)`` array, ``fill`` in the gaps."""
         width = self._grid_width(max_length)
-        out = np.full((self.size0, width, self.features), fill, dtype=self.dtype)
-        out[self._slot_mask(width)] = self.data
-        return out
+        out = np.full((self.size0 * width, self.features), fill, dtype=self.dtype)
+        if self.features:
+            _opaque_rows(out)[self._grid_slots(width)] = _opaque_rows(self.data)
+        return out.reshape(self.size0, width, self.features)
 
     def _grid_width(self, max_length: int | None) -> int:
         longest = int(self.lengths.max()) if self.size0 else 0
@@ -365,9 +364,9 @@ class RaggedArray:
             raise ValueError(f"max_length {max_length} is shorter than the longest row ({longest})")
         return max_length
 
-    def _slot_mask(self, width: int) -> npt.NDArray[np.bool_]:
-        """``(size0, width)``: True where a grid slot holds an item."""
-        return _arange(width)[None, :] < self.lengths[:, None]
+    def _grid_slots(self, width: int) -> npt.NDArray[np.int64]:
+        """For each item, its slot in the flattened ``(size0 * width)`` grid."""
+        return _ranges(_arange(self.size0) * width, self.lengths, self.offsets)
 
     def astype(self, dtype: npt.DTypeLike) -> RaggedArray:
         """A copy with data converted to ``dtype`` (one of the supported dtypes)."""
@@ -398,6 +397,15 @@ class RaggedArray:
             f"RaggedArray({self.dtype}, rows={self.size0}, items={self.items}, "
             f"features={self.features}, [{', '.join(rows)}{more}])"
         )
+
+
+def _opaque_rows(array: npt.NDArray) -> npt.NDArray[np.void]:
+    """A 2-D array (with at least one column) seen as a 1-D array of opaque rows.
+
+    numpy scatters whole rows of such a view several times faster than rows of the 2-D array.
+    """
+    array = np.ascontiguousarray(array)
+    return array.view(np.dtype((np.void, array.itemsize * array.shape[1]))).reshape(-1)
 
 
 def _check_dtype(dtype: np.dtype) -> np.dtype:
