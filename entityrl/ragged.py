@@ -385,6 +385,10 @@ class RaggedArray:
 
     __hash__ = None  # type: ignore[assignment]  # mutable container
 
+    def __reduce__(self) -> tuple[type[RaggedArray], tuple]:
+        # Pickle (e.g. between worker processes) and deepcopy without the memoryview cache.
+        return RaggedArray, (self.data, self.lengths, self._offsets)
+
     def __repr__(self) -> str:
         shown = 4
         # Long rows are summarized so the repr of a training batch stays one short line.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import pickle
 import re
 
 import hypothesis.extra.numpy as hnp
@@ -331,6 +333,22 @@ def test_equality(case):
     assert ragged != RaggedArray.empty(ragged.size0, ragged.features + 1, ragged.dtype)
     assert ragged != rows
     assert ragged != "ragged"
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_pickle_and_deepcopy_round_trip_after_row_access(dtype):
+    ragged = RaggedArray.from_flat(np.arange(6).reshape(3, 2).astype(dtype), [1, 0, 2])
+    ragged[2]  # caches row bounds
+    for copied in (pickle.loads(pickle.dumps(ragged)), copy.deepcopy(ragged)):
+        assert copied == ragged
+        np.testing.assert_array_equal(copied[2], ragged[2])
+        assert not np.shares_memory(copied.data, ragged.data)
+
+
+def test_padded_reads_non_contiguous_data():
+    columns = np.arange(12, dtype=np.int64).reshape(6, 2)
+    ragged = RaggedArray(columns[:, 1:], np.array([2, 4]))
+    np.testing.assert_array_equal(ragged.padded(fill=-1)[:, :, 0], [[1, 3, -1, -1], [5, 7, 9, 11]])
 
 
 def test_unhashable():
