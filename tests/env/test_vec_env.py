@@ -263,6 +263,7 @@ def test_batched_environment_resets_ended_copies_and_reports_episodes() -> None:
             # An episode lasted its start count and earned 1 per step.
             np.testing.assert_array_equal(obs.metrics["episode_length"], length[ended])
             np.testing.assert_array_equal(obs.metrics["episode_return"], length[ended])
+            np.testing.assert_array_equal(obs.metrics["start"], length[ended])
         else:
             assert obs.metrics == {}
         # Exactly the copies that ended were reset, and show their new episode.

@@ -183,7 +183,7 @@ def refuse_to_build() -> Environment:
 class Countdown(BatchedEnvironment):
     """Natively batched: copy ``i`` counts down from a random start in 1..3; each copy has one
     "Clock" entity that picks "tick" or "tock"; reward is the choice index; the episode ends
-    when the count reaches 0."""
+    when the count reaches 0, reporting its start count as metric "start"."""
 
     obs_space = ObsSpace(entities={"Clock": Entity(["remaining"])})
     action_space = {"Tick": CategoricalActionSpace(["tick", "tock"])}  # noqa: RUF012
@@ -191,11 +191,15 @@ class Countdown(BatchedEnvironment):
     def __init__(self, num_envs: int, seed: int | None = None) -> None:
         super().__init__(num_envs, seed)
         self.remaining = np.zeros(num_envs, dtype=np.int64)
+        self.start = np.zeros(num_envs, dtype=np.int64)
         self.resets = np.zeros(num_envs, dtype=np.int64)
 
     def reset_envs(self, envs: npt.NDArray[np.int64]) -> None:
-        self.remaining[envs] = self.rng.integers(1, 4, size=envs.shape[0])
+        self.remaining[envs] = self.start[envs] = self.rng.integers(1, 4, size=envs.shape[0])
         self.resets[envs] += 1
+
+    def episode_metrics(self, ended: npt.NDArray[np.int64]) -> dict[str, npt.NDArray[np.float64]]:
+        return {"start": self.start[ended].astype(np.float64)}
 
     def step(
         self, actions: Mapping[str, RaggedArray]
