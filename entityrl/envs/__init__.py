@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import importlib
 import inspect
 from typing import Any
 
@@ -63,12 +64,26 @@ def register(name: str, cls: type[Environment] | type[BatchedEnvironment]) -> No
 
 
 def lookup(name: str) -> type[Environment] | type[BatchedEnvironment]:
-    """The class registered under ``name``; a clear error (with suggestions) if there is none."""
+    """The class registered under ``name``, or imported from a ``"module:Class"`` path; a clear
+    error (with suggestions) if there is none."""
     if name in REGISTRY:
         return REGISTRY[name]
+    if ":" in name:
+        return _import_class(name)
     close = difflib.get_close_matches(name, REGISTRY, n=3, cutoff=0.5)
     hint = f" Did you mean {', '.join(close)}?" if close else ""
     raise KeyError(f"unknown environment {name!r}.{hint} Registered: {', '.join(names())}")
+
+
+def _import_class(path: str) -> type[Environment] | type[BatchedEnvironment]:
+    module_name, _, attr = path.partition(":")
+    try:
+        cls = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as err:
+        raise KeyError(f"cannot import environment {path!r}: {err}") from None
+    if not (isinstance(cls, type) and issubclass(cls, (Environment, BatchedEnvironment))):
+        raise KeyError(f"{path!r} is not an Environment or BatchedEnvironment class")
+    return cls
 
 
 def check_kwargs(name: str, kwargs: dict[str, Any]) -> None:
