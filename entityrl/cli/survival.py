@@ -158,8 +158,7 @@ def run_metrics(args: argparse.Namespace) -> int:
             seed=args.seed,
         )
     except (SurvivalConfigError, KeyError) as err:
-        print(f"error: {err.args[0] if isinstance(err, KeyError) else err}", file=sys.stderr)
-        return USAGE_ERROR
+        return _usage_error(err)
     life_limit = args.life_limit if args.life_limit is not None else args.max_steps
     print(
         f"{args.world}: uniformly random policy ({args.actions} actions), {args.episodes} "
@@ -219,8 +218,7 @@ def run_pic(args: argparse.Namespace) -> int:
             seed=args.seed,
         )
     except (SurvivalConfigError, KeyError) as err:
-        print(f"error: {err.args[0] if isinstance(err, KeyError) else err}", file=sys.stderr)
-        return USAGE_ERROR
+        return _usage_error(err)
     print(
         f"{args.world}: {report.policies} random linear policies ({args.observation}, simple "
         f"actions) x {report.episodes} episodes, B = {report.bins} bins, mean episode length "
@@ -254,6 +252,12 @@ def format_table(rows: Sequence[Sequence[str]]) -> str:
     ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+def _usage_error(err: Exception) -> int:
+    # A KeyError's message is its first argument (str() would add quotes).
+    print(f"error: {err.args[0] if isinstance(err, KeyError) else err}", file=sys.stderr)
+    return USAGE_ERROR
 
 
 def _steps(value: float, max_steps: int) -> str:

@@ -141,8 +141,6 @@ class FullActions:
         self.param = np.array([row[2] for row in table], dtype=np.int64)
         self.dx = np.array([row[3] for row in table], dtype=np.int64)
         self.dy = np.array([row[4] for row in table], dtype=np.int64)
-        self.first_move = 1
-        self.first_targeted = 1 + len(sh.offsets)
         self._targets: dict[str, tuple[IntArray, IntArray]] = {}
 
     @property
@@ -158,7 +156,7 @@ class FullActions:
         ones = np.ones(n, dtype=np.int64)
         mask = np.empty((n, len(self.labels)), dtype=np.bool_)
         mask[:, 0] = True
-        column = self.first_move
+        column = 1  # after idle
         targets = {
             "attack": (sight.attackable, sight.creature_index),
             "collect": (sight.collectable, sight.creature_index),

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from entityrl.envs.survival.config import ItemKind, Wear
+from entityrl.envs.survival.config import Wear
 from entityrl.envs.survival.rules import (
     ATTACK,
     DEFENSE,
@@ -97,8 +97,6 @@ class Simulation:
         self.attack_event = rules.event_table("attack", table.names)
         self.kill_event = rules.event_table("kill", table.names)
         self.collect_event = rules.event_table("collect", table.names)
-        self.consumable = np.zeros(len(items.names), dtype=np.bool_)
-        self.consumable[items.of_kind(ItemKind.consumable)] = True
 
     # ---------------------------------------------------------------- episodes
     def reset(self, envs: IntArray) -> None:

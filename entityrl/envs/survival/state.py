@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -73,6 +73,3 @@ class WorldState:
             dropped=np.zeros((n, drops), dtype=np.bool_),
             event_counts=ints(len(rules.event_names)),
         )
-
-    def copy(self) -> WorldState:
-        return WorldState(**{f.name: getattr(self, f.name).copy() for f in fields(self)})
