@@ -1,6 +1,27 @@
 """The training loop and everything around it: configs, rollouts, checkpoints, logs."""
 
+from entityrl.training.agent import (
+    Agent,
+    AgentError,
+    Evaluation,
+    evaluate,
+    load_agent,
+    make_eval_env,
+)
 from entityrl.training.config import ConfigError, TrainConfig, load_config
 from entityrl.training.runner import Trainer, TrainResult, train
 
-__all__ = ["ConfigError", "TrainConfig", "TrainResult", "Trainer", "load_config", "train"]
+__all__ = [
+    "Agent",
+    "AgentError",
+    "ConfigError",
+    "Evaluation",
+    "TrainConfig",
+    "TrainResult",
+    "Trainer",
+    "evaluate",
+    "load_agent",
+    "load_config",
+    "make_eval_env",
+    "train",
+]

@@ -23,6 +23,7 @@ from typing import Any
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from entityrl.algo.ppo import OptimConfig, PPOConfig, require_positive
 from entityrl.nn.rogue_net import RogueNetConfig
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
@@ -30,12 +31,6 @@ CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 
 class ConfigError(ValueError):
     """A configuration value or key is not acceptable."""
-
-
-def _positive(section: str, **values: float) -> None:
-    for name, value in values.items():
-        if value <= 0:
-            raise ConfigError(f"{section}.{name} must be > 0, got {value}")
 
 
 @dataclass
@@ -62,77 +57,9 @@ class RolloutConfig:
     """Worker processes stepping the environments (1: step them in the training process)."""
 
     def __post_init__(self) -> None:
-        _positive("rollout", num_envs=self.num_envs, steps=self.steps, processes=self.processes)
-
-
-@dataclass
-class PPOConfig:
-    """Proximal policy optimization."""
-
-    gamma: float = 0.99
-    """Discount factor."""
-    gae_lambda: float = 0.95
-    """Generalized advantage estimation lambda."""
-    norm_adv: bool = True
-    """Normalize advantages to zero mean, unit variance within each minibatch."""
-    clip_coef: float = 0.2
-    """Surrogate clipping range (and value clipping range, with clip_vloss)."""
-    clip_vloss: bool = True
-    """Clip the value update around the rollout's value estimates."""
-    ent_coef: float = 0.01
-    """Entropy bonus coefficient."""
-    anneal_entropy: bool = False
-    """Anneal the entropy coefficient linearly to 0 over training."""
-    vf_coef: float = 0.5
-    """Value loss coefficient."""
-    target_kl: float | None = None
-    """Stop the update epochs of an iteration early once the approximate KL exceeds this."""
-    update_epochs: int = 3
-    """Passes over each rollout."""
-
-    def __post_init__(self) -> None:
-        if not 0 <= self.gamma <= 1:
-            raise ConfigError(f"ppo.gamma must be in [0, 1], got {self.gamma}")
-        if not 0 <= self.gae_lambda <= 1:
-            raise ConfigError(f"ppo.gae_lambda must be in [0, 1], got {self.gae_lambda}")
-        _positive("ppo", clip_coef=self.clip_coef, update_epochs=self.update_epochs)
-        if self.ent_coef < 0 or self.vf_coef < 0:
-            raise ConfigError("ppo.ent_coef and ppo.vf_coef must be >= 0")
-        if self.target_kl is not None:
-            _positive("ppo", target_kl=self.target_kl)
-
-
-@dataclass
-class OptimConfig:
-    """Adam optimizer and minibatches."""
-
-    lr: float = 0.005
-    """Learning rate."""
-    anneal_lr: bool = True
-    """Anneal the learning rate linearly to 0 over training."""
-    warmup_steps: int = 0
-    """Environment steps over which the learning rate ramps up linearly from 0."""
-    bs: int = 1024
-    """Minibatch size, in samples (one sample = one environment step)."""
-    micro_bs: int | None = None
-    """Accumulate gradients over micro-batches of this many samples (saves memory; same result)."""
-    max_grad_norm: float = 2.0
-    """Clip the gradient norm to this."""
-    weight_decay: float = 0.0
-    """Adam weight decay."""
-    eps: float = 1e-5
-    """Adam epsilon."""
-
-    def __post_init__(self) -> None:
-        _positive("optim", lr=self.lr, bs=self.bs, max_grad_norm=self.max_grad_norm, eps=self.eps)
-        if self.micro_bs is not None:
-            _positive("optim", micro_bs=self.micro_bs)
-            if self.bs % self.micro_bs:
-                raise ConfigError(
-                    f"optim.micro_bs ({self.micro_bs}) must divide optim.bs ({self.bs})"
-                )
-        if self.warmup_steps < 0 or self.weight_decay < 0:
-            raise ConfigError("optim.warmup_steps and optim.weight_decay must be >= 0")
+        require_positive(
+            "rollout", num_envs=self.num_envs, steps=self.steps, processes=self.processes
+        )
 
 
 @dataclass
@@ -151,7 +78,7 @@ class LogConfig:
     """Show a live progress bar."""
 
     def __post_init__(self) -> None:
-        _positive("log", checkpoint_interval=self.checkpoint_interval)
+        require_positive("log", checkpoint_interval=self.checkpoint_interval)
 
 
 @dataclass
@@ -174,7 +101,7 @@ class TrainConfig:
     """The mean episode return this configuration is known to reach within total_timesteps."""
 
     def __post_init__(self) -> None:
-        _positive("", total_timesteps=self.total_timesteps)
+        require_positive("", total_timesteps=self.total_timesteps)
         if self.torch_threads < 0:
             raise ConfigError(f"torch_threads must be >= 0, got {self.torch_threads}")
 

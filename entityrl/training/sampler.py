@@ -6,11 +6,11 @@ import numpy as np
 import numpy.typing as npt
 
 from entityrl.algo.gae import gae
+from entityrl.algo.rollout import Rollout
 from entityrl.env.vec_env import VecEnv
 from entityrl.env.vec_obs import VecObs
 from entityrl.nn.rogue_net import RogueNet
 from entityrl.ragged import RaggedArray
-from entityrl.training.buffer import Rollout
 
 
 class Sampler:

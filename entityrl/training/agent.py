@@ -1,0 +1,297 @@
+"""Trained agents: load one from a checkpoint, let it act, build its environment, evaluate it.
+
+``load_agent("runs/CherryPick-...")`` rebuilds the network a run trained, with the spaces and
+network config saved in its checkpoint. The agent acts on any :class:`~entityrl.env.VecObs`
+of an environment with the same spaces; :func:`make_eval_env` builds that environment from the
+run's config, and :func:`evaluate` plays complete episodes with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import torch
+
+from entityrl.env.spaces import ActionSpace, ObsSpace
+from entityrl.env.vec_env import EnvFactory, SerialVecEnv, VecEnv
+from entityrl.env.vec_obs import VecObs
+from entityrl.nn.rogue_net import RogueNet
+from entityrl.ragged import RaggedArray
+from entityrl.training.checkpoint import (
+    CheckpointError,
+    load_checkpoint,
+    resolve,
+    spaces_from_data,
+    spaces_to_data,
+)
+from entityrl.training.config import ConfigError, TrainConfig, from_dict
+
+
+class AgentError(ValueError):
+    """A trained agent cannot be used as asked: its environment is unknown, or differs from
+    the one it was trained on."""
+
+
+class Agent:
+    """A trained RogueNet policy that acts on batches of observations.
+
+    :meth:`act` returns actions in the form a :class:`~entityrl.env.VecEnv` takes: sampled from
+    the policy, or with ``deterministic`` the most probable choice of every actor. Sampling
+    draws from the agent's own random generator (see :meth:`seed`), so it neither disturbs nor
+    depends on torch's global one. ``step`` is how many environment steps it was trained for,
+    ``path`` the checkpoint it was loaded from (if any).
+    """
+
+    def __init__(
+        self,
+        net: RogueNet,
+        config: TrainConfig,
+        *,
+        step: int = 0,
+        path: Path | None = None,
+        deterministic: bool = False,
+        seed: int | None = None,
+    ) -> None:
+        self.net = net.eval()
+        self.config = config
+        self.step = step
+        self.path = path
+        self.deterministic = deterministic
+        self.seed(seed)
+
+    @property
+    def obs_space(self) -> ObsSpace:
+        return self.net.obs_space
+
+    @property
+    def action_space(self) -> dict[str, ActionSpace]:
+        return self.net.action_space
+
+    def seed(self, seed: int | None) -> None:
+        """Make the sampled actions reproducible (None: seed from the operating system)."""
+        generator = torch.Generator()
+        if seed is None:
+            generator.seed()
+        else:
+            generator.manual_seed(seed)
+        self._rng_state = generator.get_state()
+
+    def act(self, obs: VecObs) -> dict[str, RaggedArray]:
+        """One action per actor of every row of ``obs``, for every action of the space."""
+        unknown = sorted(set(obs.action_masks) ^ set(self.action_space))
+        if unknown:
+            raise AgentError(
+                f"the observation's actions {sorted(obs.action_masks)} differ from the agent's "
+                f"{sorted(self.action_space)} (in one but not the other: {unknown})"
+            )
+        # The heads sample with torch's global generator: swap ours in for the call.
+        with torch.random.fork_rng(devices=()):
+            torch.set_rng_state(self._rng_state)
+            out = self.net.act(obs, deterministic=self.deterministic)
+            self._rng_state = torch.get_rng_state()
+        return out.actions(obs)
+
+    def check_env(self, env: VecEnv) -> None:
+        """Raise :class:`AgentError` naming every difference between the spaces the agent was
+        trained on and ``env``'s."""
+        differences = space_differences(
+            (self.obs_space, self.action_space), (env.obs_space, env.action_space)
+        )
+        if differences:
+            raise AgentError(
+                f"the environment does not match the agent trained on {self.config.env.id}: "
+                + "; ".join(differences)
+            )
+
+    def __repr__(self) -> str:
+        where = f" from {self.path}" if self.path else ""
+        return f"<Agent for {self.config.env.id}, trained {self.step:,} steps{where}>"
+
+
+def load_agent(path: str | Path, *, deterministic: bool = False, seed: int | None = None) -> Agent:
+    """The agent of a checkpoint file or run directory.
+
+    Raises :class:`~entityrl.training.checkpoint.CheckpointError` (one line, naming the file)
+    when the checkpoint is missing, corrupt, not an entityrl checkpoint, or inconsistent.
+    """
+    file = resolve(path)
+    saved = load_checkpoint(file)
+    try:
+        # The environment may be a custom class that is not registered here: do not look it up.
+        config = from_dict(saved["config"], check_env=False)
+    except ConfigError as err:
+        raise CheckpointError(f"{file}: its config does not fit this entityrl: {err}") from None
+    try:
+        obs_space, action_space = spaces_from_data(saved["spaces"])
+    except (KeyError, TypeError, ValueError, AttributeError) as err:
+        raise CheckpointError(f"{file}: its record of the spaces is malformed ({err!r})") from None
+    # Initial weights are drawn and then overwritten: keep torch's global generator untouched.
+    with torch.random.fork_rng(devices=()):
+        net = RogueNet(obs_space, action_space, config.net)
+    try:
+        net.load_state_dict(saved["model"])
+    except (RuntimeError, TypeError, AttributeError) as err:
+        reason = str(err).strip().splitlines()[0]
+        raise CheckpointError(
+            f"{file}: its weights do not fit the network its config and spaces describe: {reason}"
+        ) from None
+    return Agent(
+        net,
+        config,
+        step=int(saved["step"]),
+        path=file,
+        deterministic=deterministic,
+        seed=seed,
+    )
+
+
+def space_differences(
+    agent: tuple[ObsSpace, Mapping[str, ActionSpace]],
+    env: tuple[ObsSpace, Mapping[str, ActionSpace]],
+) -> list[str]:
+    """How the environment's (observation space, action spaces) differ from the agent's."""
+    ours, theirs = spaces_to_data(*agent), spaces_to_data(*env)
+    differences = _keyed_differences("entity type", ours["entities"], theirs["entities"])
+    common = [name for name in ours["entities"] if name in theirs["entities"]]
+    if common != [name for name in theirs["entities"] if name in ours["entities"]]:
+        # Entity indices follow the type order, so actor indices would point elsewhere.
+        differences.append(
+            f"the environment has the entity types in the order {list(theirs['entities'])}, "
+            f"the agent expects {list(ours['entities'])}"
+        )
+    if ours["global_features"] != theirs["global_features"]:
+        differences.append(
+            f"the environment has global features {theirs['global_features']}, "
+            f"the agent expects {ours['global_features']}"
+        )
+    return differences + _keyed_differences("action", ours["actions"], theirs["actions"])
+
+
+def _keyed_differences(kind: str, ours: dict[str, Any], theirs: dict[str, Any]) -> list[str]:
+    """Entries only one side has, and entries whose descriptions differ."""
+    differences = [
+        f"{kind} {name!r} is missing from the environment" for name in ours if name not in theirs
+    ]
+    differences += [
+        f"{kind} {name!r} is unknown to the agent" for name in theirs if name not in ours
+    ]
+    differences += [
+        f"{kind} {name!r}: the environment has {_describe(theirs[name])}, "
+        f"the agent expects {_describe(spec)}"
+        for name, spec in ours.items()
+        if name in theirs and theirs[name] != spec
+    ]
+    return differences
+
+
+def _describe(spec: Any) -> str:
+    """An entity type's features (a list) or an action's kind and choices (a dict)."""
+    if isinstance(spec, dict):
+        choices = f" with choices {spec['choices']}" if spec["choices"] else ""
+        return f"a {spec['kind']}{choices}"
+    return f"features {spec}"
+
+
+# ---------------------------------------------------------------------------- environments
+def make_eval_env(
+    agent: Agent, num_envs: int = 1, seed: int = 0, env: EnvFactory | None = None
+) -> VecEnv:
+    """``num_envs`` copies of the agent's environment, seeded with ``seed``.
+
+    Registered environments are built from the run's config (name and constructor arguments).
+    A run on a custom environment needs it passed as ``env`` (its class or a zero-argument
+    factory). Raises :class:`AgentError` if the environment cannot be built or its spaces
+    differ from the agent's.
+    """
+    from entityrl.envs import REGISTRY, make_vec
+
+    env_config = agent.config.env
+    if env is not None:
+        vec_env: VecEnv = SerialVecEnv(env, num_envs, seed)
+    elif env_config.id not in REGISTRY:
+        raise AgentError(
+            f"the agent was trained on {env_config.id!r}, which is not a registered "
+            f"environment; pass it (make_eval_env(agent, env={env_config.id})) or register it "
+            f"first (entityrl.envs.register({env_config.id!r}, {env_config.id}))"
+        )
+    else:
+        try:
+            vec_env = make_vec(env_config.id, num_envs, seed=seed, **env_config.kwargs)
+        except (TypeError, ValueError) as err:
+            raise AgentError(
+                f"cannot build {env_config.id} with the run's arguments {env_config.kwargs}: {err}"
+            ) from None
+    try:
+        agent.check_env(vec_env)
+    except AgentError:
+        vec_env.close()
+        raise
+    return vec_env
+
+
+# ---------------------------------------------------------------------------- evaluation
+@dataclass
+class Evaluation:
+    """The metrics of the evaluated episodes: per metric, one value per episode that reported
+    it (``episode_return``, ``episode_length`` and the environment's own metrics)."""
+
+    episodes: int
+    metrics: dict[str, npt.NDArray[np.float64]]
+
+    @property
+    def returns(self) -> npt.NDArray[np.float64]:
+        return self.metrics["episode_return"]
+
+    def mean(self, name: str = "episode_return") -> float:
+        return float(np.mean(self.metrics[name]))
+
+    def std(self, name: str = "episode_return") -> float:
+        return float(np.std(self.metrics[name]))
+
+
+def evaluate(agent: Agent, env: VecEnv, episodes: int) -> Evaluation:
+    """Let ``agent`` play ``episodes`` complete episodes in ``env`` (reset first).
+
+    Environment ``i`` contributes its first ``episodes // num_envs`` episodes (one more for the
+    first ``episodes % num_envs``), so short episodes are not over-represented: the result is
+    the same as playing each environment's share one after the other.
+    """
+    if episodes < 1:
+        raise ValueError(f"episodes must be >= 1, got {episodes}")
+    agent.check_env(env)
+    quota = np.full(env.num_envs, episodes // env.num_envs)
+    quota[: episodes % env.num_envs] += 1
+    counted = np.zeros(env.num_envs, dtype=np.int64)
+    collected: dict[str, list[npt.NDArray[np.float64]]] = {}
+    obs = env.reset()
+    while (counted < quota).any():
+        obs = env.act(agent.act(obs))
+        ended = np.flatnonzero(obs.done)
+        if not ended.size:
+            continue
+        keep = counted[ended] < quota[ended]
+        counted[ended] += 1
+        for name, values in obs.metrics.items():
+            if values.shape[0] == ended.shape[0]:
+                collected.setdefault(name, []).append(values[keep])
+            elif keep.all():
+                # A metric only some of the ended episodes reported cannot be matched to its
+                # environments; it is kept only when every episode of this step counts.
+                collected.setdefault(name, []).append(values)
+    return Evaluation(episodes, {name: np.concatenate(v) for name, v in collected.items()})
+
+
+__all__ = [
+    "Agent",
+    "AgentError",
+    "Evaluation",
+    "evaluate",
+    "load_agent",
+    "make_eval_env",
+    "space_differences",
+]
