@@ -449,7 +449,8 @@ def _checked_lengths(lengths: npt.ArrayLike, items: int) -> npt.NDArray[np.int64
 
 def _conform_rows(arrays: list[npt.NDArray], features: int | None) -> list[npt.NDArray]:
     """Rows as ``(n, features)`` arrays, inferring ``features`` from the first row that shows
-    it; empty rows of any shape become ``(0, features)``. Names the first row that does not fit.
+    it; an empty row given as ``[]`` or ``(0, k)`` becomes ``(0, features)``. Names the first
+    row that does not fit.
     """
     if features is None:
         shown = [a.shape[1] for a in arrays if a.ndim == 2 and a.shape[0]] or [
