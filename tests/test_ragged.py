@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from entityrl.ragged import RaggedArray
+from entityrl.ragged import RaggedArray, ranges
 
 DTYPES = [np.dtype(np.float32), np.dtype(np.int64), np.dtype(np.bool_)]
 FAST = settings(max_examples=100, deadline=None)
@@ -240,6 +240,17 @@ def test_add_per_row_refuses_lossy_or_meaningless_additions():
         RaggedArray.from_flat(np.zeros((2, 1), bool), [1, 1]).add_per_row(np.array([1, 1]))
     with pytest.raises(ValueError, match=r"2 values \(one per row\), got shape \(3,\)"):
         ints.add_per_row(np.array([1, 2, 3]))
+
+
+@FAST
+@given(st.lists(st.tuples(st.integers(-50, 50), st.integers(0, 6)), max_size=8))
+def test_ranges(pairs):
+    starts = np.array([s for s, _ in pairs], dtype=np.int64)
+    lengths = np.array([n for _, n in pairs], dtype=np.int64)
+    want = [s + j for s, n in pairs for j in range(n)]
+    got = ranges(starts, lengths)
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got, want)
 
 
 # ---------------------------------------------------------------- padding
