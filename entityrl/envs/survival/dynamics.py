@@ -318,19 +318,18 @@ class Simulation:
         distance = np.maximum(np.abs(rx), np.abs(ry))
         sees = distance <= table.vision[kinds]
         aggressive = table.aggressive[kinds]
-        # Toward the agent for hunters (stopping next to it), away from it for prey.
+        # Away from the agent for prey; toward it for hunters, which stop next to it.
+        hunting = sees & aggressive
         away = np.where(aggressive, -1, 1)
-        dx = np.where(sees, away * np.sign(rx), 0)
-        dy = np.where(sees, away * np.sign(ry), 0)
-        dx = np.where(sees & aggressive & (distance <= 1), 0, dx)
-        dy = np.where(sees & aggressive & (distance <= 1), 0, dy)
         wander = _WANDER[self.rng.integers(0, len(_WANDER), size=(n, cols.size))]
-        dx = np.where(sees, dx, wander[..., 0])
-        dy = np.where(sees, dy, wander[..., 1])
+        dx = np.where(sees, away * np.sign(rx), wander[..., 0])
+        dy = np.where(sees, away * np.sign(ry), wander[..., 1])
         moves = s.alive[:, cols] & (self.rng.random((n, cols.size)) < table.move_chance[kinds])
         step = table.move_speed[kinds] * moves
-        s.creature_x[:, cols] = np.clip(cx + dx * step, 0, r.width - 1)
-        s.creature_y[:, cols] = np.clip(cy + dy * step, 0, r.height - 1)
+        step_x = np.where(hunting, np.minimum(step, np.maximum(np.abs(rx) - 1, 0)), step)
+        step_y = np.where(hunting, np.minimum(step, np.maximum(np.abs(ry) - 1, 0)), step)
+        s.creature_x[:, cols] = np.clip(cx + dx * step_x, 0, r.width - 1)
+        s.creature_y[:, cols] = np.clip(cy + dy * step_y, 0, r.height - 1)
 
     # ---------------------------------------------------------------- time and buffs
     def _advance_clock(self) -> None:

@@ -48,7 +48,7 @@ class Sight:
     attackable: BoolArray  # (n, creature slots) targets of an attack now
     collectable: BoolArray
     pickable: BoolArray  # (n, drop slots)
-    creature_index: IntArray  # position in the row (where seen)
+    creature_index: IntArray  # position in the row where seen (entities mode)
     drop_index: IntArray
     entity_count: IntArray  # (n,) entities in the row
 
@@ -142,7 +142,9 @@ class Observer:
             drop_index = seen_creatures[:, None] + np.cumsum(dseen, axis=1)
             entity_count = 1 + seen_creatures + dseen.sum(axis=1) + self._terrain_cells(s).sum(1)
         else:
-            creature_index = drop_index = np.zeros((1, 1), dtype=np.int64)
+            # Only the Agent is an entity: nothing else has a place in the row.
+            creature_index = np.zeros_like(cdist)
+            drop_index = np.zeros_like(ddist)
             entity_count = np.ones(s.x.shape[0], dtype=np.int64)
         return Sight(
             creature_distance=cdist,

@@ -183,6 +183,15 @@ def test_pigs_flee_and_wolves_close_in() -> None:
     assert s.creature_x[0, wolf] - CENTRE == -2
 
 
+def test_a_fast_hunter_stops_next_to_the_agent() -> None:
+    fast = {"creatures": {"wolf": {"move_chance": 1.0, "move_speed": 3, "attack": 0}}}
+    env = empty_world("FourSeason", overrides=fast)
+    wolf = place(env, "wolf", -4, 2)
+    do(env, env.refresh(), "idle")
+    s = env.state
+    assert (s.creature_x[0, wolf] - CENTRE, s.creature_y[0, wolf] - CENTRE) == (-1, 1)
+
+
 def test_a_wolf_bites_and_a_coat_softens_the_bite() -> None:
     env = empty_world("FourSeason", overrides={"creatures": {"wolf": {"move_chance": 0.0}}})
     place(env, "wolf", 1, 0)
