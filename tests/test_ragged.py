@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from entityrl.ragged import RaggedArray, ranges
 
 DTYPES = [np.dtype(np.float32), np.dtype(np.int64), np.dtype(np.bool_)]
-FAST = settings(max_examples=100, deadline=None)
+FAST = settings(max_examples=60, deadline=None)
 
 # ---------------------------------------------------------------- strategies
 
