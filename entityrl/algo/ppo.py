@@ -189,7 +189,7 @@ def ppo_update(
                 stats["approx_kl"] += terms.approx_kl / n_actors
                 stats["clipfrac"] += terms.clipped / n_actors
             stats["grad_norm"] = float(
-                nn.utils.clip_grad_norm_(net.parameters(), optim.max_grad_norm)
+                nn.utils.clip_grad_norm_(net.parameters(), optim.max_grad_norm, foreach=True)
             )
             optimizer.step()
             for key, value in stats.items():
