@@ -216,8 +216,9 @@ def make_eval_env(
     elif env_config.id not in REGISTRY:
         raise AgentError(
             f"the agent was trained on {env_config.id!r}, which is not a registered "
-            f"environment; pass it (make_eval_env(agent, env={env_config.id})) or register it "
-            f"first (entityrl.envs.register({env_config.id!r}, {env_config.id}))"
+            f"environment: pass the environment from Python (make_eval_env(agent, "
+            f"env={env_config.id})), or register it first "
+            f"(entityrl.envs.register({env_config.id!r}, {env_config.id}))"
         )
     else:
         try:
