@@ -11,7 +11,7 @@ import importlib
 import sys
 
 # Command modules, in the order ``entityrl --help`` lists them.
-COMMANDS = ["train", "play", "survival"]
+COMMANDS = ["train", "eval", "play", "plot", "survival"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -7,13 +7,21 @@ environment and a controller.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
-from typing import Any
+from collections.abc import Collection
+from typing import TYPE_CHECKING, Any
 
-from entityrl.env import RandomPolicy
+from entityrl.env import RandomPolicy, VecEnv, VecObs
 from entityrl.envs import make_vec
 from entityrl.play import Controller, HumanPlayer, make_console, play
+from entityrl.ragged import RaggedArray
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from entityrl.training.agent import Agent
 
 USAGE_ERROR = 2
 
@@ -31,9 +39,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("env", metavar="ENV", help="registered environment name")
     parser.add_argument(
         "--kwargs",
-        default="{}",
         metavar="JSON",
-        help="constructor arguments as a JSON object, e.g. '{\"width\": 4}'",
+        help="constructor arguments as a JSON object, e.g. '{\"width\": 4}' (default: none; "
+        "with --agent on the environment it trained on, the run's own arguments)",
     )
     parser.add_argument("--seed", type=int, default=None, help="seed of the environment")
     parser.add_argument(
@@ -42,7 +50,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="watch an agent that picks uniformly among the legal actions",
     )
     parser.add_argument(
-        "--steps", type=_positive_int, default=None, help="stop after this many steps"
+        "--agent",
+        metavar="CHECKPOINT_OR_RUN_DIR",
+        help="watch the trained agent of a checkpoint (or run directory) play",
+    )
+    parser.add_argument(
+        "--agent-actions",
+        metavar="NAME[,NAME]",
+        help="with --agent: the agent takes only these actions, you take the others",
+    )
+    parser.add_argument(
+        "--steps", type=positive_int, default=None, help="stop after this many steps"
     )
     parser.add_argument(
         "--delay",
@@ -56,27 +74,100 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
+        agent = _load_agent(args)
         kwargs = parse_kwargs(args.kwargs)
+        if args.kwargs is None and agent is not None and agent.config.env.id == args.env:
+            kwargs = dict(agent.config.env.kwargs)
         env = make_vec(args.env, 1, seed=args.seed, **kwargs)
     except (KeyError, TypeError, ValueError) as error:
         # KeyError's str() adds quotes around the message; print the message itself.
         print(f"entityrl play: error: {error.args[0]}", file=sys.stderr)
         return USAGE_ERROR
     console = make_console(sys.stdout)
-    controller: Controller
-    if args.random_agent:
-        controller, delay = RandomPolicy(env.action_space, seed=args.seed), args.delay
-    else:
-        # A person sets the pace by answering; no pause needed.
-        controller = HumanPlayer(console, env.obs_space, env.action_space, seed=args.seed)
-        delay = 0.0
     with env:
+        try:
+            controller, delay = _controller(args, env, agent, console)
+        except ValueError as error:
+            print(f"entityrl play: error: {error}", file=sys.stderr)
+            return USAGE_ERROR
         play(env, controller, console, steps=args.steps, delay=delay)
     return 0
 
 
-def parse_kwargs(text: str) -> dict[str, Any]:
-    """The ``--kwargs`` JSON object as a dict; a ValueError that says what is wrong otherwise."""
+def _load_agent(args: argparse.Namespace) -> Agent | None:
+    """The agent of ``--agent`` (None without it); ValueError for conflicting options or a
+    checkpoint that cannot be read."""
+    if args.agent is None:
+        if args.agent_actions is not None:
+            raise ValueError("--agent-actions needs --agent (the agent that takes those actions)")
+        return None
+    if args.random_agent:
+        raise ValueError("choose one of --agent and --random-agent")
+    import torch
+
+    from entityrl.training.agent import load_agent
+
+    # One row per step: more threads only wait on each other.
+    torch.set_num_threads(1)
+    return load_agent(args.agent, seed=args.seed)
+
+
+def _controller(
+    args: argparse.Namespace, env: VecEnv, agent: Agent | None, console: Console
+) -> tuple[Controller, float]:
+    """Who acts, and the pause after each step."""
+    if args.random_agent:
+        return RandomPolicy(env.action_space, seed=args.seed), args.delay
+    if agent is None:
+        # A person sets the pace by answering; no pause needed.
+        return HumanPlayer(console, env.obs_space, env.action_space, seed=args.seed), 0.0
+    agent.check_env(env)
+    if args.agent_actions is None:
+        return agent, args.delay
+    names = [name.strip() for name in args.agent_actions.split(",") if name.strip()]
+    unknown = [name for name in names if name not in env.action_space]
+    if unknown or not names:
+        raise ValueError(
+            f"--agent-actions: expected names of {args.env}'s actions "
+            f"({', '.join(env.action_space)}), got {args.agent_actions!r}"
+        )
+    person = HumanPlayer(console, env.obs_space, env.action_space, seed=args.seed)
+    return SharedControl(agent, person, names), args.delay
+
+
+class SharedControl:
+    """An agent takes some actions and a person the others, in the same step.
+
+    The person is asked only when one of their actions has actors this step; steps that are
+    the agent's alone go by like watched ones.
+    """
+
+    def __init__(
+        self, agent: Controller, person: Controller, agent_actions: Collection[str]
+    ) -> None:
+        self.agent = agent
+        self.person = person
+        self.agent_actions = set(agent_actions)
+
+    def act(self, obs: VecObs) -> dict[str, RaggedArray]:
+        chosen = self.agent.act(obs)
+        persons = {
+            name: mask for name, mask in obs.action_masks.items() if name not in self.agent_actions
+        }
+        if any(mask.actors.items for mask in persons.values()):
+            # The person sees only the choices that are theirs to make.
+            return {
+                **self.person.act(dataclasses.replace(obs, action_masks=persons)),
+                **{name: chosen[name] for name in self.agent_actions},
+            }
+        return {name: chosen[name] for name in self.agent_actions}
+
+
+def parse_kwargs(text: str | None) -> dict[str, Any]:
+    """The ``--kwargs`` JSON object as a dict (empty if not given); a ValueError that says what
+    is wrong otherwise."""
+    if text is None:
+        return {}
     try:
         value = json.loads(text)
     except json.JSONDecodeError as error:
@@ -91,7 +182,7 @@ def parse_kwargs(text: str) -> dict[str, Any]:
     return value
 
 
-def _positive_int(text: str) -> int:
+def positive_int(text: str) -> int:
     try:
         value = int(text)
     except ValueError:

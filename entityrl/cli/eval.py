@@ -1,0 +1,92 @@
+"""``entityrl eval CHECKPOINT_OR_RUN_DIR``: play complete episodes with a trained agent and
+report the mean and spread of their return, length and the environment's own metrics."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import numpy as np
+
+from entityrl.cli.play import USAGE_ERROR, positive_int
+from entityrl.training.agent import Evaluation
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "eval",
+        help="evaluate a trained agent over complete episodes",
+        description=(
+            "Load the agent of a checkpoint (a checkpoint.pt file or the run directory holding "
+            "it), let it play complete episodes of the environment it was trained on (built "
+            "from the run's config), and print the mean, standard deviation, minimum and "
+            "maximum of every episode metric."
+        ),
+    )
+    parser.add_argument("checkpoint", metavar="CHECKPOINT_OR_RUN_DIR")
+    parser.add_argument(
+        "--episodes", type=positive_int, default=100, help="episodes to play (default: 100)"
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of the environments and of sampling (default: 0)"
+    )
+    parser.add_argument(
+        "--deterministic",
+        action="store_true",
+        help="take every actor's most probable action instead of sampling",
+    )
+    parser.add_argument(
+        "--num-envs",
+        type=positive_int,
+        default=16,
+        metavar="K",
+        help="environments played side by side (default: 16, at most --episodes)",
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from entityrl.training.agent import AgentError, evaluate, load_agent, make_eval_env
+    from entityrl.training.checkpoint import CheckpointError
+
+    # Batches of a few rows gain nothing from more threads; on a busy machine they wait on
+    # each other.
+    torch.set_num_threads(1)
+    try:
+        agent = load_agent(args.checkpoint, deterministic=args.deterministic, seed=args.seed)
+        env = make_eval_env(agent, min(args.num_envs, args.episodes), args.seed)
+    except (CheckpointError, AgentError) as err:
+        print(f"entityrl eval: error: {err}", file=sys.stderr)
+        return USAGE_ERROR
+    with env:
+        result = evaluate(agent, env, args.episodes)
+    mode = "most probable actions" if args.deterministic else "sampled actions"
+    print(
+        f"{agent.config.env.id} agent trained {agent.step:,} steps ({agent.path}): "
+        f"{result.episodes} episodes, {mode}, seed {args.seed}"
+    )
+    print(format_table(result))
+    return 0
+
+
+def format_table(result: Evaluation) -> str:
+    """One line per metric (return and length first): mean, std, min, max, episodes counted."""
+    first = ["episode_return", "episode_length"]
+    names = [n for n in first if n in result.metrics] + sorted(
+        n for n in result.metrics if n not in first
+    )
+    width = max(len("metric"), *(len(n) for n in names))
+    header = f"{'metric':<{width}}  {'mean':>10}  {'std':>10}  {'min':>10}  {'max':>10}  episodes"
+    lines = [header]
+    for name in names:
+        values = result.metrics[name]
+        stats = (values.mean(), values.std(), values.min(), values.max())
+        cells = "  ".join(f"{_number(v):>10}" for v in stats)
+        lines.append(f"{name:<{width}}  {cells}  {values.shape[0]:>8}")
+    return "\n".join(lines)
+
+
+def _number(value: np.floating) -> str:
+    return f"{float(value):.4g}"
