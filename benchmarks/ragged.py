@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -39,15 +40,17 @@ FEATURES = (4, 16)
 FROM_LIST = "construct from list of arrays"
 PEER_FROM_LIST = (f"{FROM_LIST} (push)", f"{FROM_LIST} (concatenate)")
 NOTES = """\
-How the two sides work, and where they return different things:
-- Selecting rows by an index array (shuffle) copies every item through a flat item index here
-  (`np.take` on `(items, f)`, after building the index with one `np.repeat`): numpy has no
-  call that copies variable-length blocks. ragged-buffer does one `memcpy` per row, so it
-  keeps the lead on this case, most with narrow items, where the per-item cost dominates.
-- Concatenation is one memory copy of all the data on both sides; the difference is fixed
-  per-call overhead.
+Reading:
+- Selecting rows by an index array (the minibatch shuffle) is where ragged-buffer stays ahead,
+  most with narrow items: numpy has no call that copies variable-length blocks, so `take`
+  builds a flat item index (one `np.repeat`) and copies every item through it (`np.take`),
+  while ragged-buffer's compiled code selects rows at close to the speed of a plain copy.
+- Concatenation copies all the data once on both sides and runs at memory speed, so the two
+  stay within about 20% of each other; so do the position-in-row indices (one repeat and one
+  add over the items on our side).
 - `from_flat` wraps the caller's arrays without copying and `flatten` returns the stored array;
-  ragged-buffer copies in `from_flattened` and `as_array`.
+  ragged-buffer copies in `from_flattened` and `as_array`: those ratios measure that design
+  difference, not faster copying.
 - A step-1 slice is a view on both sides; a single row is a numpy view here and a one-row
   RaggedBuffer there.
 - `padding` pads every row into its own grid row and returns index, batch, mask and
@@ -132,6 +135,10 @@ def microseconds(seconds: float) -> str:
     return f"{us:,.0f}" if us >= 100 else f"{us:.3g}"
 
 
+def ratio(value: float) -> str:
+    return f"{value:,.0f}x" if value >= 10 else f"{value:.2f}x"
+
+
 def table(ours: dict[int, dict[str, float]], peer: dict[int, dict[str, float]]) -> str:
     header = "| operation | " + " | ".join(
         f"ours, f={f} (µs) | ragged-buffer, f={f} (µs) | ratio, f={f}" for f in FEATURES
@@ -143,7 +150,7 @@ def table(ours: dict[int, dict[str, float]], peer: dict[int, dict[str, float]]) 
             cells += [
                 microseconds(ours[f][name]),
                 microseconds(peer[f][name]),
-                f"{peer[f][name] / ours[f][name]:.2f}x",
+                ratio(peer[f][name] / ours[f][name]),
             ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -155,7 +162,7 @@ def summary(ours: dict[int, dict[str, float]], peer: dict[int, dict[str, float]]
     faster = sum(r > 1 for r in ratios.values())
     return (
         f"entityrl is faster in {faster} of {len(ratios)} measurements; the lowest ratio is "
-        f"{lowest:.2f}x ({slowest}, f={f})."
+        f"{ratio(lowest)} ({slowest}, f={f})."
     )
 
 
@@ -187,6 +194,7 @@ def main() -> None:
     parser.add_argument("--write", action="store_true", help="update benchmarks/RESULTS.md")
     args = parser.parse_args()
     require_peer()
+    load_before = os.getloadavg()[0]
     ours: dict[int, dict[str, float]] = {}
     peer: dict[int, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -207,12 +215,15 @@ def main() -> None:
             "Ragged arrays (benchmarks/ragged.py)",
             "Command: `ENTITYRL_PEER_PYTHON=/work/peers/enn/bin/python python "
             f"benchmarks/ragged.py --rounds {args.rounds} --repeats {args.repeats} --write`"
-            f"\n\nMachine: {machine()} (shared with other jobs).\n\n"
+            f"\n\nMachine: {machine()}; shared with other jobs (1-minute load average "
+            f"{load_before:.1f} at the start, {os.getloadavg()[0]:.1f} at the end).\n\n"
             f"Inputs: {ROWS:,} rows of 0-{MAX_LENGTH} items (uniform, ~{ROWS * MAX_LENGTH // 2:,}"
             " items), float32 features f wide (int64 for the per-row add). Time per call: median"
-            f" of {args.repeats} repeats of >= 50 ms, then the median over {args.rounds} rounds"
-            " that alternate the two sides. Peer: ragged-buffer 0.4.8 in its own venv, same"
-            " inputs, same run. Ratio = peer time / our time (above 1: entityrl is faster)."
+            f" of {args.repeats} repeats of >= 50 ms, then the median over {args.rounds} complete"
+            " rounds; within a round each case is timed on both sides back to back, the side"
+            " that goes first alternating between rounds. Peer: ragged-buffer 0.4.8 in its own"
+            " venv, same inputs, same run. Ratio = peer time / our time (above 1: entityrl is"
+            " faster)."
             f"\n\n{text}\n\n{summary(ours, peer)}\n\n{NOTES}\n",
         )
 
