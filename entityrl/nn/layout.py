@@ -11,6 +11,7 @@ torch without copies (``torch.from_numpy``).
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,6 +41,15 @@ class SelectLayout:
 
 
 @dataclass
+class Bucket:
+    """Rows of similar length that attend together in one padded ``(rows, width)`` grid."""
+
+    rows: int
+    width: int
+    key_valid: torch.Tensor  # (rows, width) bool: the slot holds an entity
+
+
+@dataclass
 class BatchLayout:
     """Index metadata of one batch of rows (see module docstring)."""
 
@@ -49,16 +59,43 @@ class BatchLayout:
     type_positions: dict[str, torch.Tensor]  # flat index of every entity of each type
     type_rows: dict[str, torch.Tensor]  # row of every entity of each type
     row_of_entity: torch.Tensor  # (N,)
-    width: int  # longest row
-    pad_index: torch.Tensor | None  # (N,) slot in the (R * width) grid; None if rows are equal
-    key_valid: torch.Tensor  # (R, width) bool
+    buckets: list[Bucket]
+    # Slot s of the concatenated bucket grids holds flat entity grid_index[s] (N: empty slot);
+    # entity n sits in slot inverse_index[n]. None when the grid is the flat tensor itself.
+    grid_index: torch.Tensor | None
+    inverse_index: torch.Tensor | None
     visible: torch.Tensor | None  # (N,) bool, None when everything is visible
     row_start: npt.NDArray[np.int64]  # (R,) flat index of each row's first entity
     global_positions: torch.Tensor | None  # (R,) flat index of each row's global token
 
-    @property
-    def padded(self) -> bool:
-        return self.pad_index is not None
+
+# Rows per bucket at least this many: fewer, larger attention calls beat tighter padding.
+MIN_BUCKET_ROWS = 64
+MAX_BUCKETS = 8
+
+
+def plan_buckets(lengths: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], list[int]]:
+    """Order rows by length and cut them into up to MAX_BUCKETS groups of similar length.
+
+    Returns the row order and the number of rows of each bucket. Attention costs
+    ``rows * width**2`` per bucket, so grouping short rows apart from long ones saves most of
+    the work that padding everything to the longest row would waste.
+    """
+    rows = lengths.shape[0]
+    if rows == 0 or lengths.min() == lengths.max():
+        return np.arange(rows, dtype=np.int64), [rows]
+    order = np.argsort(lengths, kind="stable")
+    count = int(min(MAX_BUCKETS, max(1, rows // MIN_BUCKET_ROWS)))
+    cuts = np.linspace(0, rows, count + 1).round().astype(np.int64)
+    sizes: list[int] = []
+    widths = lengths[order]
+    for start, stop in itertools.pairwise(cuts):
+        # Merge with the previous bucket when both would pad to the same width.
+        if sizes and widths[start - 1] == widths[stop - 1]:
+            sizes[-1] += int(stop - start)
+        else:
+            sizes.append(int(stop - start))
+    return order, sizes
 
 
 def build_layout(obs: VecObs, entity_names: list[str], global_token: bool) -> BatchLayout:
@@ -82,13 +119,27 @@ def build_layout(obs: VecObs, entity_names: list[str], global_token: bool) -> Ba
         offset_in_row += type_len
 
     row_of_entity = np.repeat(all_rows, lengths)
-    width = int(lengths.max()) if rows else 0
-    if rows and (lengths == width).all():
-        pad_index = None
+    order, sizes = plan_buckets(lengths)
+    buckets: list[Bucket] = []
+    slot_base = np.empty(rows, dtype=np.int64)
+    offset = 0
+    start = 0
+    for size in sizes:
+        members = order[start : start + size]
+        width = int(lengths[members].max()) if size else 0
+        slot_base[members] = offset + np.arange(size, dtype=np.int64) * width
+        valid = np.arange(width, dtype=np.int64)[None, :] < lengths[members][:, None]
+        buckets.append(Bucket(size, width, _tensor(valid)))
+        offset += size * width
+        start += size
+    position = np.arange(n, dtype=np.int64) - np.repeat(row_start, lengths)
+    inverse = np.repeat(slot_base, lengths) + position
+    if offset == n and (inverse == np.arange(n)).all():
+        grid_index = inverse_index = None  # rows all equal and in order: no gather needed
     else:
-        position = np.arange(n, dtype=np.int64) - np.repeat(row_start, lengths)
-        pad_index = _tensor(row_of_entity * width + position)
-    key_valid = np.arange(width, dtype=np.int64)[None, :] < lengths[:, None]
+        grid = np.full(offset, n, dtype=np.int64)
+        grid[inverse] = np.arange(n, dtype=np.int64)
+        grid_index, inverse_index = _tensor(grid), _tensor(inverse)
 
     visible = None
     if obs.visible:
@@ -105,9 +156,9 @@ def build_layout(obs: VecObs, entity_names: list[str], global_token: bool) -> Ba
         type_positions=type_positions,
         type_rows=type_rows,
         row_of_entity=_tensor(row_of_entity),
-        width=width,
-        pad_index=pad_index,
-        key_valid=_tensor(key_valid),
+        buckets=buckets,
+        grid_index=grid_index,
+        inverse_index=inverse_index,
         visible=visible,
         row_start=row_start,
         global_positions=type_positions.get("__global__") if global_token else None,

@@ -74,32 +74,36 @@ class RelativePositions(nn.Module):
 
     def offset_index(
         self, raw: dict[str, torch.Tensor], layout: BatchLayout
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """(rows, W, W) offset index of every (query, key) pair, and the key type per slot."""
+    ) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
+        """Per attention bucket: the (rows, w, w) offset index of every (query, key) pair, and
+        the key's entity type per slot (for per-entity values)."""
+        from entityrl.nn.transformer import to_slots
+
         dims = len(self.config.position_features)
         pos = torch.zeros(layout.num_entities, dims)
-        has_pos = torch.zeros(layout.num_entities, dtype=torch.bool)
-        types = torch.zeros(layout.num_entities, dtype=torch.long)
+        has_pos = torch.zeros(layout.num_entities, 1)
+        types = torch.zeros(layout.num_entities, 1)
         for t, name in enumerate(self.type_names):
             where = layout.type_positions[name]
-            types[where] = t
+            types[where] = float(t)
             if name in self.columns:
                 pos[where] = raw[name][:, self.columns[name]]
-                has_pos[where] = True
-        rows, width = layout.num_rows, layout.width
-        if layout.pad_index is not None:
-            pos = _pad(pos, layout)
-            has_pos = _pad(has_pos, layout)
-            types = _pad(types, layout)
-        pos = pos.view(rows, width, dims)
-        has_pos = has_pos.view(rows, width)
-        rel = torch.round((pos[:, None, :, :] - pos[:, :, None, :]) / self.config.scale)
-        rel = torch.maximum(torch.minimum(rel, self.extent), -self.extent).long() + self.extent
-        index = (rel * self.strides).sum(-1)
-        both = has_pos[:, :, None] & has_pos[:, None, :]
-        index = torch.where(both, index, self.offsets - 1)
-        key_types = types.view(rows, 1, width) if self.config.per_entity_values else None
-        return index, key_types
+                has_pos[where] = 1.0
+        slots = to_slots(torch.cat([pos, has_pos, types], dim=1), layout)
+        result = []
+        offset = 0
+        for bucket in layout.buckets:
+            r, w = bucket.rows, bucket.width
+            grid = slots[offset : offset + r * w].view(r, w, dims + 2)
+            offset += r * w
+            p, present, kind = grid[..., :dims], grid[..., dims] > 0, grid[..., dims + 1].long()
+            rel = torch.round((p[:, None, :, :] - p[:, :, None, :]) / self.config.scale)
+            rel = torch.maximum(torch.minimum(rel, self.extent), -self.extent).long() + self.extent
+            index = (rel * self.strides).sum(-1)
+            index = torch.where(present[:, :, None] & present[:, None, :], index, self.offsets - 1)
+            key_types = kind.view(r, 1, w) if self.config.per_entity_values else None
+            result.append((index, key_types))
+        return result
 
     def logits(self, q: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         """Extra attention logits (rows, heads, W, W): query . key vector of the pair's offset."""
@@ -116,10 +120,3 @@ class RelativePositions(nn.Module):
         mass = att.new_zeros(*att.shape[:3], buckets)
         mass.scatter_add_(3, index.unsqueeze(1).expand_as(att), att)
         return mass @ self.values
-
-
-def _pad(values: torch.Tensor, layout: BatchLayout) -> torch.Tensor:
-    assert layout.pad_index is not None
-    out = values.new_zeros(layout.num_rows * layout.width, *values.shape[1:])
-    out[layout.pad_index] = values
-    return out

@@ -132,7 +132,7 @@ class Encoder(nn.Module):
         raw = self.embedding.raw_features(batch.obs)
         x = self.embedding(raw, batch.layout)
         if self.relpos is not None and self.blocks:
-            ctx.relpos_index, ctx.relpos_key_types = self.relpos.offset_index(raw, batch.layout)
+            ctx.relpos = self.relpos.offset_index(raw, batch.layout)
         for block in self.blocks:
             x = block(x, ctx)
         return self.ln_out(x)

@@ -1,11 +1,13 @@
 """Transformer blocks over ragged rows of entities.
 
 Per-entity work (layer norms, projections, MLP) runs on the flat ``(N, d_model)`` tensor; only
-attention needs rows, so queries/keys/values are scattered into a padded ``(rows, W)`` grid for
-it and gathered back. When every row has the same length the grid *is* the flat tensor and no
-copy is made. A key-padding mask keeps attention inside each row; entities hidden from the
-policy are masked as keys for visible queries (hidden entities still see everything, which is
-how the value path, pooling over all entities, can use them).
+attention needs rows. For it, rows are grouped into a few buckets of similar length (see
+:func:`~entityrl.nn.layout.plan_buckets`) and each bucket is gathered into a padded
+``(rows, width)`` grid, so short rows do not pay for the longest one; when every row has the
+same length the grid *is* the flat tensor and nothing is copied. A key-padding mask keeps
+attention inside each row; entities hidden from the policy are masked as keys for visible
+queries (hidden entities still see everything, which is how the value path, pooling over all
+entities, can use them).
 """
 
 from __future__ import annotations
@@ -25,51 +27,68 @@ Pooling = Literal["mean", "max", "meanmax"]
 
 @dataclass
 class AttentionContext:
-    """What every attention layer of one forward pass shares."""
+    """What every attention layer of one forward pass shares (one entry per bucket)."""
 
     layout: BatchLayout
-    mask: torch.Tensor | None  # bool, True = may attend; (R, 1, 1, W) or (R, 1, W, W)
-    additive_mask: torch.Tensor | None  # same, as 0 / -inf, for the explicit path
-    relpos_index: torch.Tensor | None = None
-    relpos_key_types: torch.Tensor | None = None
+    masks: list[torch.Tensor | None]  # bool, True = may attend; (r, 1, 1, w) or (r, 1, w, w)
+    additive_masks: list[torch.Tensor | None]  # the same as 0 / -inf, for the explicit path
+    relpos: list[tuple[torch.Tensor, torch.Tensor | None]] | None = None
 
 
 def attention_context(layout: BatchLayout) -> AttentionContext:
-    """Build the attention mask of a batch once, for all layers."""
-    mask = None
-    if layout.padded or layout.visible is not None:
-        valid = layout.key_valid.clone()
-        # A row without entities would have nothing to attend to (NaN); let its padding slots
-        # attend to one padding slot instead. Their outputs are discarded.
-        if layout.width:
-            valid[:, 0] |= ~valid.any(dim=1)
-        mask = valid[:, None, None, :]
-        if layout.visible is not None:
-            vis = torch.ones(layout.num_rows * layout.width, dtype=torch.bool)
-            grid = layout.pad_index if layout.pad_index is not None else slice(None)
-            vis[grid] = layout.visible
-            vis = vis.view(layout.num_rows, layout.width)
-            # Visible queries do not see hidden keys; hidden queries see every valid key.
-            mask = mask & (~vis[:, None, :, None] | vis[:, None, None, :])
-    additive = None
-    if mask is not None:
-        additive = torch.zeros(mask.shape).masked_fill_(~mask, float("-inf"))
-    return AttentionContext(layout, mask, additive)
+    """Build the attention masks of a batch once, for all layers."""
+    visible_slots = None
+    if layout.visible is not None:
+        visible_slots = to_slots(layout.visible.unsqueeze(1), layout, fill=True).squeeze(1)
+    masks: list[torch.Tensor | None] = []
+    offset = 0
+    for bucket in layout.buckets:
+        valid = bucket.key_valid
+        mask = None
+        if not valid.all() or visible_slots is not None:
+            valid = valid.clone()
+            # A row without entities would have nothing to attend to (NaN); let its padding
+            # slots attend to one padding slot instead. Their outputs are discarded.
+            if bucket.width:
+                valid[:, 0] |= ~valid.any(dim=1)
+            mask = valid[:, None, None, :]
+            if visible_slots is not None:
+                vis = visible_slots[offset : offset + bucket.rows * bucket.width]
+                vis = vis.view(bucket.rows, bucket.width)
+                # Visible queries do not see hidden keys; hidden queries see every valid key.
+                mask = mask & (~vis[:, None, :, None] | vis[:, None, None, :])
+        masks.append(mask)
+        offset += bucket.rows * bucket.width
+    additive = [
+        None if m is None else torch.zeros(m.shape).masked_fill_(~m, float("-inf")) for m in masks
+    ]
+    return AttentionContext(layout, masks, additive)
 
 
-def to_grid(x: torch.Tensor, layout: BatchLayout) -> torch.Tensor:
-    """Flat (N, c) -> padded (R, W, c)."""
-    if layout.pad_index is None:
-        return x.view(layout.num_rows, layout.width, x.shape[1])
-    grid = x.new_zeros(layout.num_rows * layout.width, x.shape[1])
-    grid.index_copy_(0, layout.pad_index, x)
-    return grid.view(layout.num_rows, layout.width, x.shape[1])
+def to_slots(x: torch.Tensor, layout: BatchLayout, fill: float | bool = 0) -> torch.Tensor:
+    """Flat (N, c) -> the concatenated bucket grids (slots, c); ``fill`` in empty slots."""
+    if layout.grid_index is None:
+        return x
+    sentinel = torch.full((1, x.shape[1]), fill, dtype=x.dtype)
+    return torch.cat([x, sentinel]).index_select(0, layout.grid_index)
 
 
-def from_grid(y: torch.Tensor, layout: BatchLayout) -> torch.Tensor:
-    """Padded (R, W, c) -> flat (N, c)."""
-    flat = y.reshape(layout.num_rows * layout.width, y.shape[-1])
-    return flat if layout.pad_index is None else flat.index_select(0, layout.pad_index)
+def to_grids(x: torch.Tensor, layout: BatchLayout) -> list[torch.Tensor]:
+    """Flat (N, c) -> one padded (rows, width, c) grid per bucket."""
+    slots = to_slots(x, layout)
+    grids = []
+    offset = 0
+    for bucket in layout.buckets:
+        size = bucket.rows * bucket.width
+        grids.append(slots[offset : offset + size].view(bucket.rows, bucket.width, x.shape[1]))
+        offset += size
+    return grids
+
+
+def from_grids(ys: list[torch.Tensor], layout: BatchLayout) -> torch.Tensor:
+    """Per-bucket outputs (rows * width, c each) -> flat (N, c)."""
+    slots = ys[0] if len(ys) == 1 else torch.cat(ys)
+    return slots if layout.inverse_index is None else slots.index_select(0, layout.inverse_index)
 
 
 class RaggedAttention(nn.Module):
@@ -85,29 +104,35 @@ class RaggedAttention(nn.Module):
         self.relpos = relpos
 
     def forward(self, x: torch.Tensor, ctx: AttentionContext) -> torch.Tensor:
-        layout = ctx.layout
-        rows, width, d = layout.num_rows, layout.width, x.shape[1]
-        if rows == 0 or width == 0:
+        d = x.shape[1]
+        if ctx.layout.num_entities == 0:
             return self.proj(x)
-        qkv = to_grid(self.qkv(x), layout)
-        q, k, v = qkv.view(rows, width, 3, self.n_head, d // self.n_head).permute(2, 0, 3, 1, 4)
-        if self.relpos is None:
-            y = scaled_dot_product_attention(q, k, v, attn_mask=ctx.mask)
-        else:
-            y = self._explicit(q, k, v, ctx)
-        return self.proj(from_grid(y.transpose(1, 2).reshape(rows, width, d), layout))
+        outputs = []
+        for b, grid in enumerate(to_grids(self.qkv(x), ctx.layout)):
+            rows, width = grid.shape[:2]
+            q, k, v = grid.view(rows, width, 3, self.n_head, d // self.n_head).permute(
+                2, 0, 3, 1, 4
+            )
+            if self.relpos is None:
+                y = scaled_dot_product_attention(q, k, v, attn_mask=ctx.masks[b])
+            else:
+                y = self._explicit(q, k, v, ctx, b)
+            outputs.append(y.transpose(1, 2).reshape(rows * width, d))
+        return self.proj(from_grids(outputs, ctx.layout))
 
     def _explicit(
-        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ctx: AttentionContext
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ctx: AttentionContext, b: int
     ) -> torch.Tensor:
         """Attention with relative-position terms (which the fused kernel cannot take)."""
-        assert self.relpos is not None and ctx.relpos_index is not None
+        assert self.relpos is not None and ctx.relpos is not None
+        index, key_types = ctx.relpos[b]
         scale = q.shape[-1] ** -0.5
-        logits = (q @ k.transpose(-2, -1) + self.relpos.logits(q, ctx.relpos_index)) * scale
-        if ctx.additive_mask is not None:
-            logits = logits + ctx.additive_mask
+        logits = (q @ k.transpose(-2, -1) + self.relpos.logits(q, index)) * scale
+        additive = ctx.additive_masks[b]
+        if additive is not None:
+            logits = logits + additive
         att = torch.softmax(logits, dim=-1)
-        return att @ v + self.relpos.attend(att, ctx.relpos_index, ctx.relpos_key_types)
+        return att @ v + self.relpos.attend(att, index, key_types)
 
 
 class RowPooling(nn.Module):

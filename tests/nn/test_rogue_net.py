@@ -298,3 +298,24 @@ def test_bad_inputs_name_what_is_wrong() -> None:
     obs = other.batch([Observation(features={"Unit": [[1.0]]}, global_features=[0.0])])
     with pytest.raises(ValueError, match="'Unit': the network expects 3 features, got 1"):
         net().prepare(obs)
+
+
+@pytest.mark.parametrize("config", [{}, CONFIGS[5]], ids=["default", "relpos"])
+def test_length_buckets_give_the_same_outputs_as_rows_alone(config: dict) -> None:
+    # Enough rows of varied length that attention splits them into several buckets.
+    rng = np.random.default_rng(10)
+    rows = [random_row(rng, int(u), int(i)) for u, i in rng.integers(1, 20, size=(300, 2))]
+    model = net(**config)
+    batch = BATCHER.batch(rows)
+    assert len(model.prepare(batch).layout.buckets) > 1
+    together = score(model, batch)
+    actor_rows = batch.action_masks["move"].actors.row_index()
+    for r in (0, 57, 299):
+        alone = score(model, BATCHER.batch([rows[r]]))
+        torch.testing.assert_close(alone.values[0], together.values[r], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(
+            alone.heads["move"].logprob,
+            together.heads["move"].logprob[actor_rows == r],
+            atol=1e-5,
+            rtol=1e-5,
+        )
