@@ -31,8 +31,17 @@ class AttentionContext:
 
     layout: BatchLayout
     masks: list[torch.Tensor | None]  # bool, True = may attend; (r, 1, 1, w) or (r, 1, w, w)
-    additive_masks: list[torch.Tensor | None]  # the same as 0 / -inf, for the explicit path
     relpos: list[tuple[torch.Tensor, torch.Tensor | None]] | None = None
+    _additive: list[torch.Tensor | None] | None = None
+
+    def additive_masks(self) -> list[torch.Tensor | None]:
+        """The masks as 0 / -inf, for the explicit attention path (built on first use)."""
+        if self._additive is None:
+            self._additive = [
+                None if m is None else torch.zeros(m.shape).masked_fill_(~m, float("-inf"))
+                for m in self.masks
+            ]
+        return self._additive
 
 
 def attention_context(layout: BatchLayout) -> AttentionContext:
@@ -59,10 +68,7 @@ def attention_context(layout: BatchLayout) -> AttentionContext:
                 mask = mask & (~vis[:, None, :, None] | vis[:, None, None, :])
         masks.append(mask)
         offset += bucket.rows * bucket.width
-    additive = [
-        None if m is None else torch.zeros(m.shape).masked_fill_(~m, float("-inf")) for m in masks
-    ]
-    return AttentionContext(layout, masks, additive)
+    return AttentionContext(layout, masks)
 
 
 def to_slots(x: torch.Tensor, layout: BatchLayout, fill: float | bool = 0) -> torch.Tensor:
@@ -128,7 +134,7 @@ class RaggedAttention(nn.Module):
         index, key_types = ctx.relpos[b]
         scale = q.shape[-1] ** -0.5
         logits = (q @ k.transpose(-2, -1) + self.relpos.logits(q, index)) * scale
-        additive = ctx.additive_masks[b]
+        additive = ctx.additive_masks()[b]
         if additive is not None:
             logits = logits + additive
         att = torch.softmax(logits, dim=-1)
