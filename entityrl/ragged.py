@@ -341,9 +341,15 @@ class RaggedArray:
         inverse_index = self._grid_slots(width)
         index = np.zeros(rows * width, dtype=_INDEX)
         index[inverse_index] = _arange(self.items)
-        batch = np.full(rows * width, np.nan, dtype=np.float32)
-        batch[inverse_index] = np.repeat(np.arange(rows, dtype=np.float32), self.lengths)
-        batch = batch.reshape(rows, width)
+        # Each grid row is a run of its row number (one per item) and then a run of NaN: one
+        # repeat writes batch in order, several times faster than scattering into it.
+        run_values = np.empty(2 * rows, dtype=np.float32)
+        run_values[0::2] = _arange(rows)
+        run_values[1::2] = np.nan
+        run_lengths = np.empty(2 * rows, dtype=_INDEX)
+        run_lengths[0::2] = self.lengths
+        run_lengths[1::2] = width - self.lengths
+        batch = np.repeat(run_values, run_lengths).reshape(rows, width)
         # A slot holds an item exactly where it has a row number; one contiguous pass over
         # batch is several times faster than comparing a (rows, 1) column with a (1, width) row.
         return Padding(index.reshape(rows, width), batch, ~np.isnan(batch), inverse_index)
