@@ -25,10 +25,18 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("checkpoint", metavar="CHECKPOINT_OR_RUN_DIR")
     parser.add_argument(
-        "--episodes", type=positive_int, default=100, help="episodes to play (default: 100)"
+        "--episodes",
+        type=positive_int,
+        default=100,
+        metavar="N",
+        help="episodes to play (default: 100)",
     )
     parser.add_argument(
-        "--seed", type=int, default=0, help="seed of the environments and of sampling (default: 0)"
+        "--seed",
+        type=int,
+        default=0,
+        metavar="S",
+        help="seed of the environments and of sampling (default: 0)",
     )
     parser.add_argument(
         "--deterministic",

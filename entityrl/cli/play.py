@@ -43,7 +43,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="constructor arguments as a JSON object, e.g. '{\"width\": 4}' (default: none; "
         "with --agent on the environment it trained on, the run's own arguments)",
     )
-    parser.add_argument("--seed", type=int, default=None, help="seed of the environment")
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="seed of the environment (and of the agent's sampling)",
+    )
     parser.add_argument(
         "--random-agent",
         action="store_true",
