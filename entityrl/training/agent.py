@@ -136,7 +136,9 @@ def load_agent(path: str | Path, *, deterministic: bool = False, seed: int | Non
     try:
         net.load_state_dict(saved["model"])
     except (RuntimeError, TypeError, AttributeError) as err:
-        reason = str(err).strip().splitlines()[0]
+        # torch lists every mismatch under a generic heading; the first one says enough.
+        lines = str(err).strip().splitlines()
+        reason = lines[1].strip() if len(lines) > 1 else lines[0]
         raise CheckpointError(
             f"{file}: its weights do not fit the network its config and spaces describe: {reason}"
         ) from None

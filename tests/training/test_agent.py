@@ -259,7 +259,10 @@ def _unknown_config_key(run_dir: Path, path: Path) -> None:
         (_random_bytes, "not a readable checkpoint"),
         (_empty, "not a readable checkpoint"),
         (_foreign_torch_file, "not an entityrl checkpoint"),
-        (_weights_of_another_network, "weights do not fit the network"),
+        (
+            _weights_of_another_network,
+            "weights do not fit the network its config and spaces describe: size mismatch for ",
+        ),
         (_unknown_config_key, "config does not fit this entityrl"),
     ],
 )
