@@ -32,7 +32,7 @@ def test_unknown_key_names_the_key_and_the_allowed_ones() -> None:
 
 
 def test_wrong_type_names_the_key() -> None:
-    with pytest.raises(ConfigError, match="'optim.bs'"):
+    with pytest.raises(ConfigError, match=r"'optim\.bs'"):
         load_config("Xor", ["optim.bs=big"])
 
 
@@ -70,7 +70,7 @@ def test_yaml_files_are_validated(tmp_path: Path) -> None:
     assert load_config(good).ppo.gamma == 0.5
     bad = tmp_path / "bad.yaml"
     bad.write_text("ppo:\n  gama: 0.5\n")
-    with pytest.raises(ConfigError, match="'ppo.gama'"):
+    with pytest.raises(ConfigError, match=r"'ppo\.gama'"):
         load_config(bad)
     broken = tmp_path / "broken.yaml"
     broken.write_text("ppo: [unclosed\n")
