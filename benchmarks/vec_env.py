@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import os
 import pickle
 import pstats
 import statistics
@@ -101,6 +102,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
+    load = os.getloadavg()[0]
 
     # name -> (entityrl vec env, entity-gym counterpart in the peer script's output)
     contenders = {
@@ -154,15 +156,23 @@ def main() -> None:
     verdict = (
         "Pickling is not the bottleneck: shared memory or msgpack could save at most that share, "
         "so the transport stays a pickled VecObs over a pipe. The time goes to stepping the "
-        "Python environments; on a machine with few cores, the parent and the workers also "
-        "compete for them, which is why 2 workers gain little over one process here."
+        "Python environments."
         if share < 0.05
         else "Pickling is a noticeable share of the step: a shared-memory transport may pay off."
+    )
+    speedup = statistics.median(ours[f"ProcessVecEnv, {args.workers} workers"]) / statistics.median(
+        ours["SerialVecEnv"]
+    )
+    parallelism = f"{args.workers} workers step {speedup:.2f}x as fast as SerialVecEnv" + (
+        " here: the parent, the workers and the machine's other jobs share its "
+        f"{os.cpu_count()} cores, so there is no idle core for the workers to gain from."
+        if speedup < 1.2
+        else "."
     )
     body = f"""
 Command: `python benchmarks/vec_env.py --envs {args.envs} --workers {args.workers} --steps {args.steps} --runs {args.runs}`
 
-Machine: {machine()}; shared with other jobs, so figures vary from run to run: medians of
+Machine: {machine()}; shared with other jobs (load average {load:.1f} at the start), so figures vary from run to run: medians of
 {args.runs} runs, entityrl and the reference alternating. Random legal actions (the policy's
 time included), MineSweeper with its default settings. The 1-worker row steps all
 environments in one worker process: its gap to SerialVecEnv is the whole cost of the process
@@ -175,7 +185,7 @@ takes {costs["step_ms"]:.2f} ms; its answer is one pickled VecObs of {costs["byt
 pickled in {costs["dumps_us"]:.0f} µs and unpickled in {costs["loads_us"]:.0f} µs, {share:.1%} of
 the step. Profiled with cProfile over {args.steps} steps, the parent of {args.workers} workers spends
 {shares["waiting"]:.0%} of its time waiting for their answers and {shares["unpickling"]:.1%}
-unpickling them. {verdict}
+unpickling them. {verdict} {parallelism}
 """
     replace_section(TITLE, body)
     print(body)
