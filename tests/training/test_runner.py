@@ -91,7 +91,7 @@ def test_resume_of_a_missing_or_corrupt_checkpoint_is_refused(tmp_path: Path) ->
     Trainer(config(run)).run()
     data = (run / "checkpoint.pt").read_bytes()
     (run / "checkpoint.pt").write_bytes(data[: len(data) // 2])
-    with pytest.raises(ckpt.CheckpointError, match="checkpoint.pt"):
+    with pytest.raises(ckpt.CheckpointError, match=r"checkpoint\.pt"):
         Trainer(config(run), resume=run)
 
 
