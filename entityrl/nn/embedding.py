@@ -161,12 +161,17 @@ class EntityEmbedding(nn.Module):
                 self.norms[key].update(feats)
 
     def forward(self, raw: dict[str, torch.Tensor], layout: BatchLayout) -> torch.Tensor:
-        x = torch.empty(layout.num_entities, self.d_model)
+        embedded = {}
         for name, feats in raw.items():
             key = _module_key(name)
             if key in self.norms:
                 feats = self.norms[key](feats)
-            x.index_copy_(0, layout.type_positions[name], self.projections[key](feats))
+            embedded[name] = self.projections[key](feats)
+        # The dtype follows the projections (float32, or bfloat16 under autocast).
+        dtype = next(iter(embedded.values())).dtype if embedded else torch.float32
+        x = torch.empty(layout.num_entities, self.d_model, dtype=dtype)
+        for name, emb in embedded.items():
+            x.index_copy_(0, layout.type_positions[name], emb.to(dtype))
         return x
 
 

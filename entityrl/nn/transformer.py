@@ -82,13 +82,13 @@ def to_slots(x: torch.Tensor, layout: BatchLayout, fill: float | bool = 0) -> to
 def to_grids(x: torch.Tensor, layout: BatchLayout) -> list[torch.Tensor]:
     """Flat (N, c) -> one padded (rows, width, c) grid per bucket."""
     slots = to_slots(x, layout)
-    grids = []
-    offset = 0
-    for bucket in layout.buckets:
-        size = bucket.rows * bucket.width
-        grids.append(slots[offset : offset + size].view(bucket.rows, bucket.width, x.shape[1]))
-        offset += size
-    return grids
+    # split (not slicing): its backward concatenates the gradients, where every slice's
+    # backward would allocate and zero a gradient the size of all slots.
+    parts = torch.split(slots, [b.rows * b.width for b in layout.buckets])
+    return [
+        part.view(b.rows, b.width, x.shape[1])
+        for part, b in zip(parts, layout.buckets, strict=True)
+    ]
 
 
 def from_grids(ys: list[torch.Tensor], layout: BatchLayout) -> torch.Tensor:
