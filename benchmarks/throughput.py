@@ -1,0 +1,406 @@
+"""End-to-end training throughput of entityrl's trainer against enn-trainer 0.1.16, in the same
+run, on entity-gym's own example environments; and the returns entityrl's trainer reaches.
+
+Both trainers train on the same environments, entity-gym's MoveToOrigin, Minefield,
+CherryPick, PickMatchingBalls and MultiSnake: enn-trainer directly (its ``train`` function,
+configured in code through hyperstate; no tracking, no evaluation), entityrl through
+``entityrl.compat.entity_gym``. Settings on both sides: 128 environments, 16 steps per
+rollout, RogueNet with d_model 32, 2 layers, 2 heads, minibatches of 1024, 3 epochs, learning
+rate 0.001 annealed, gamma 0.99, GAE lambda 0.95, clip 0.2 with value clipping, entropy
+coefficient 0.1 annealed, value coefficient 0.5, gradient norm 2; 1 or 2 environment
+processes. Each trainer keeps its own default torch thread count unless ``--torch-threads``
+sets one for both.
+
+Both sides run in subprocesses of the reference stack's interpreter, the only one where
+entity-gym is importable. entityrl must be installed there for this benchmark only, without
+letting pip touch that venv's numpy or torch::
+
+    $ENTITYRL_PEER_PYTHON -m pip install --no-deps -e .
+    $ENTITYRL_PEER_PYTHON -m pip install omegaconf
+
+(see benchmarks/README.md for setting up the reference venv). Measured identically on both
+sides: samples per second = environment steps / seconds from the start of the first rollout to
+the end of the last iteration, its logging included (imports and the construction of
+environments and network excluded); peak memory = the largest total resident set size of the
+trainer's process tree (trainer plus environment workers, shared pages counted in every
+process), sampled every 0.1 s by this script. Writes the "End-to-end training throughput"
+section of RESULTS.md (medians of ``--runs`` runs; the two trainers alternate).
+
+``--returns`` trains entityrl alone, CherryPick to 250k and PickMatchingBalls to 500k steps,
+with entityrl's default settings and with the settings above, and writes the "End-to-end
+training returns" section. ``--profile ENV`` profiles entityrl's training loop on ENV with
+cProfile and prints where the time goes.
+
+usage: python benchmarks/throughput.py [--timesteps 65536] [--runs 3] [--envs CherryPick ...]
+                                       [--processes 1 2] [--torch-threads N]
+       python benchmarks/throughput.py --returns
+       python benchmarks/throughput.py --profile CherryPick
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pstats
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _peer import PEER_PYTHON, PEER_SCRIPTS, machine, require_peer
+from results import replace_section
+
+ENVS = ("MoveToOrigin", "Minefield", "CherryPick", "PickMatchingBalls", "MultiSnake")
+# The project's goal: at least this many times enn-trainer's samples per second.
+GOALS = {"CherryPick": 5.0, "PickMatchingBalls": 5.0, "Minefield": 5.0}
+DEFAULT_GOAL = 3.0
+RETURN_RUNS = {"CherryPick": 250_000, "PickMatchingBalls": 500_000}
+# What enn-trainer's configs for these environments state they reach within those steps.
+REFERENCE_RETURNS = {"CherryPick": "> 0.99", "PickMatchingBalls": "> 0.995"}
+SAMPLE_SECONDS = 0.1
+TITLE = "End-to-end training throughput"
+RETURNS_TITLE = "End-to-end training returns"
+
+
+# ---------------------------------------------------------------------------- entityrl side
+def matched_overrides(processes: int, torch_threads: int) -> list[str]:
+    """enn-trainer's settings of the comparison, as entityrl config overrides."""
+    return [
+        "rollout.num_envs=128",
+        "rollout.steps=16",
+        f"rollout.processes={processes}",
+        "net.d_model=32",
+        "net.n_layer=2",
+        "net.n_head=2",
+        "optim.bs=1024",
+        "optim.lr=0.001",
+        "optim.anneal_lr=true",
+        "optim.max_grad_norm=2.0",
+        "ppo.update_epochs=3",
+        "ppo.gamma=0.99",
+        "ppo.gae_lambda=0.95",
+        "ppo.norm_adv=true",
+        "ppo.clip_coef=0.2",
+        "ppo.clip_vloss=true",
+        "ppo.ent_coef=0.1",
+        "ppo.anneal_entropy=true",
+        "ppo.vf_coef=0.5",
+        f"torch_threads={torch_threads}",
+    ]
+
+
+def train_ours(name: str, total: int, seed: int, run_dir: str, overrides: list[str]) -> dict:
+    """Train entityrl on entity-gym's ``name`` (in the reference interpreter); time the loop."""
+    from entity_gym.examples import ENV_REGISTRY
+    from omegaconf import OmegaConf
+
+    from entityrl.compat.entity_gym import from_entity_gym
+    from entityrl.training.config import TrainConfig, from_layers
+    from entityrl.training.runner import Trainer
+
+    config = from_layers(
+        [
+            OmegaConf.structured(TrainConfig),
+            OmegaConf.from_dotlist(
+                [
+                    *overrides,
+                    f"total_timesteps={total}",
+                    f"seed={seed}",
+                    f"env.id={name}",
+                    f"log.run_dir={run_dir}",
+                    "log.progress=false",
+                ]
+            ),
+        ],
+        check_env=False,
+    )
+    marks: dict[str, float] = {}
+    phases = {"rollout": 0.0, "update": 0.0}
+
+    def on_iteration(metrics: dict[str, float]) -> None:
+        marks["last_iteration"] = time.perf_counter()
+        phases["rollout"] += metrics["perf/rollout_seconds"]
+        phases["update"] += metrics["perf/update_seconds"]
+
+    trainer = Trainer(config, from_entity_gym(ENV_REGISTRY[name]), on_iteration=on_iteration)
+    collect = trainer.sampler.collect
+
+    def timed_collect(*args: Any) -> Any:
+        marks.setdefault("first_rollout", time.perf_counter())
+        return collect(*args)
+
+    trainer.sampler.collect = timed_collect  # type: ignore[method-assign]
+    result = trainer.run()
+    seconds = marks["last_iteration"] - marks["first_rollout"]
+    return {
+        "steps": result.steps,
+        "seconds": seconds,
+        "sps": result.steps / seconds,
+        "rollout_share": phases["rollout"] / (phases["rollout"] + phases["update"]),
+        "last_return": result.mean_return,
+    }
+
+
+def worker_main(argv: list[str]) -> None:
+    """``--worker ENV TOTAL SEED RUN_DIR OVERRIDE...``: one entityrl run, one JSON line."""
+    name, total, seed, run_dir, *overrides = argv
+    print(json.dumps(train_ours(name, int(total), int(seed), run_dir, overrides)))
+
+
+# ---------------------------------------------------------------------------- measuring
+def tree_rss(root: int) -> int:
+    """Total resident bytes of ``root`` and all its descendants (0 once it is gone)."""
+    parents: dict[int, int] = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                stat = Path(entry.path, "stat").read_text()
+            except OSError:
+                continue
+            # The command name (field 2) is parenthesized and may hold spaces.
+            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    tree, frontier = {root}, [root]
+    while frontier:
+        pid = frontier.pop()
+        children = [child for child, parent in parents.items() if parent == pid]
+        tree.update(children)
+        frontier.extend(children)
+    page = os.sysconf("SC_PAGE_SIZE")
+    total = 0
+    for pid in tree:
+        try:
+            total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * page
+        except OSError:
+            continue
+    return total
+
+
+def measure(command: list[str], env: dict[str, str], timeout: float) -> dict:
+    """Run ``command``, sampling its process tree's memory; its JSON answer plus ``peak_rss``."""
+    started = time.monotonic()
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(command, stdout=out, stderr=err, text=True, env=env)
+        peak = 0
+        while proc.poll() is None:
+            peak = max(peak, tree_rss(proc.pid))
+            if time.monotonic() - started > timeout:
+                proc.kill()
+                proc.wait()
+                raise RuntimeError(f"{command[1:3]} took more than {timeout:.0f} s")
+            time.sleep(SAMPLE_SECONDS)
+        out.seek(0)
+        err.seek(0)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{' '.join(command[1:])} failed:\n{err.read()[-3000:]}")
+        answer = json.loads(out.read().strip().splitlines()[-1])
+    answer["peak_rss"] = peak
+    return answer
+
+
+def subprocess_env(torch_threads: int) -> dict[str, str]:
+    env = dict(os.environ)
+    if torch_threads:
+        # torch's default thread count follows OMP_NUM_THREADS; set for both sides alike.
+        env["OMP_NUM_THREADS"] = str(torch_threads)
+    return env
+
+
+def run_ours(name: str, processes: int, total: int, seed: int, torch_threads: int) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        command = [str(PEER_PYTHON), __file__, "--worker", name, str(total), str(seed)]
+        command += [str(Path(tmp, "run")), *matched_overrides(processes, torch_threads)]
+        return measure(command, subprocess_env(torch_threads), timeout=3600)
+
+
+def run_reference(name: str, processes: int, total: int, seed: int, torch_threads: int) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        command = [str(PEER_PYTHON), str(PEER_SCRIPTS / "throughput_peer.py"), name]
+        command += [str(processes), str(total), str(seed), tmp]
+        return measure(command, subprocess_env(torch_threads), timeout=3600)
+
+
+# ---------------------------------------------------------------------------- throughput
+def peer_versions() -> str:
+    """numpy and torch of the reference interpreter, where both trainers run."""
+    probe = "import numpy, torch; print(f'numpy {numpy.__version__}, torch {torch.__version__}')"
+    found = subprocess.run([str(PEER_PYTHON), "-c", probe], capture_output=True, text=True)
+    return found.stdout.strip() or "unknown versions"
+
+
+def mib(n: float) -> str:
+    return f"{n / 2**20:,.0f} MiB"
+
+
+def throughput(args: argparse.Namespace) -> None:
+    load_before = os.getloadavg()
+    results: dict[tuple[str, int], dict[str, list[dict]]] = {}
+    for run in range(args.runs):
+        for name in args.envs:
+            for processes in args.processes:
+                cell = results.setdefault((name, processes), {"ours": [], "reference": []})
+                sides = [("ours", run_ours), ("reference", run_reference)]
+                # Alternate who goes first, so neither always meets the same background load.
+                for side, runner in sides if run % 2 == 0 else sides[::-1]:
+                    answer = runner(name, processes, args.timesteps, run + 1, args.torch_threads)
+                    cell[side].append(answer)
+                    print(
+                        f"run {run + 1} {name:<18} {processes} process(es) {side:<9} "
+                        f"{answer['sps']:>9,.0f} samples/s  peak {mib(answer['peak_rss'])}",
+                        flush=True,
+                    )
+    load_after = os.getloadavg()
+    write_throughput(args, results, load_before, load_after)
+
+
+def median_of(answers: list[dict], key: str) -> float:
+    return statistics.median(a[key] for a in answers)
+
+
+def write_throughput(
+    args: argparse.Namespace,
+    results: dict[tuple[str, int], dict[str, list[dict]]],
+    load_before: tuple[float, ...],
+    load_after: tuple[float, ...],
+) -> None:
+    threads = (
+        f"{args.torch_threads} torch thread(s) on both sides (OMP_NUM_THREADS)"
+        if args.torch_threads
+        else "each trainer's default torch threads (enn-trainer: torch's default, one per "
+        "core; entityrl: one per core with 1 process, half the cores with 2)"
+    )
+    command = (
+        f"python benchmarks/throughput.py --timesteps {args.timesteps} --runs {args.runs} "
+        f"--envs {' '.join(args.envs)} --processes {' '.join(map(str, args.processes))}"
+        + (f" --torch-threads {args.torch_threads}" if args.torch_threads else "")
+    )
+    lines = [
+        f"Command: `{command}`",
+        f"Machine: {machine()}; both trainers run in the reference interpreter with "
+        f"{peer_versions()}; load average {load_before[0]:.1f} before and "
+        f"{load_after[0]:.1f} after the run (1-minute).",
+        "",
+        "entityrl's trainer (through `entityrl.compat.entity_gym`) and enn-trainer 0.1.16 train "
+        "on entity-gym 0.1.10's own example environments with the same settings: 128 "
+        "environments x 16 steps per rollout, RogueNet d_model 32, 2 layers, 2 heads, "
+        "minibatch 1024, 3 epochs, lr 0.001 annealed, entropy coefficient 0.1 annealed, "
+        f"gamma 0.99, GAE lambda 0.95, clip 0.2 (value clipping on), value coefficient 0.5; "
+        f"{args.timesteps:,} steps per run, {threads}. Both run in the reference stack's "
+        "interpreter. Samples per second = environment steps / time "
+        "from the start of the first rollout to the end of the last iteration (startup "
+        "excluded on both sides); medians of "
+        f"{args.runs} runs, the two trainers alternating. Peak RSS: the largest total resident "
+        "memory of the trainer's process tree (environment workers included), sampled every "
+        "0.1 s. The machine's 2 cores are shared with other jobs: absolute figures move with "
+        "their load, so the ratio between the two trainers of the same run is what counts. "
+        "Rollout share: the part of entityrl's loop spent collecting rollouts (the rest is the "
+        "PPO update).",
+        "",
+        "| environment | processes | entityrl samples/s | enn-trainer samples/s | ratio | goal "
+        "| entityrl peak RSS | enn-trainer peak RSS | entityrl rollout share |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for (name, processes), cell in results.items():
+        ours, ref = median_of(cell["ours"], "sps"), median_of(cell["reference"], "sps")
+        goal = GOALS.get(name, DEFAULT_GOAL)
+        lines.append(
+            f"| {name} | {processes} | {ours:,.0f} | {ref:,.0f} | {ours / ref:.2f}x "
+            f"| {goal:.0f}x | {mib(median_of(cell['ours'], 'peak_rss'))} "
+            f"| {mib(median_of(cell['reference'], 'peak_rss'))} "
+            f"| {median_of(cell['ours'], 'rollout_share'):.0%} |"
+        )
+    lines += ["", "Every run (samples/s, entityrl / enn-trainer):", ""]
+    for (name, processes), cell in results.items():
+        pairs = ", ".join(
+            f"{a['sps']:,.0f} / {b['sps']:,.0f}"
+            for a, b in zip(cell["ours"], cell["reference"], strict=True)
+        )
+        lines.append(f"- {name}, {processes} process(es): {pairs}")
+    replace_section(TITLE, "\n".join(lines))
+    print("\n".join(lines))
+
+
+# ---------------------------------------------------------------------------- returns
+def returns(args: argparse.Namespace) -> None:
+    settings = {
+        "entityrl defaults": [f"torch_threads={args.torch_threads}"],
+        "the throughput settings above": matched_overrides(1, args.torch_threads),
+    }
+    rows = []
+    for label, overrides in settings.items():
+        for name, total in RETURN_RUNS.items():
+            with tempfile.TemporaryDirectory() as tmp:
+                command = [str(PEER_PYTHON), __file__, "--worker", name, str(total), "1"]
+                command += [str(Path(tmp, "run")), *overrides]
+                answer = measure(command, subprocess_env(args.torch_threads), timeout=7200)
+            rows.append((name, label, answer))
+            print(f"{name} ({label}): {answer}", flush=True)
+    lines = [
+        "Command: `python benchmarks/throughput.py --returns"
+        + (f" --torch-threads {args.torch_threads}`" if args.torch_threads else "`"),
+        f"Machine: {machine()}; run in the reference interpreter with {peer_versions()}",
+        "",
+        "entityrl's trainer on entity-gym 0.1.10's CherryPick and PickMatchingBalls (through "
+        "`entityrl.compat.entity_gym`), 1 process, seed 1, one run each, no tuning. Mean "
+        "return of the last 100 episodes at the end of training. enn-trainer's own configs for "
+        "these environments (d_model 128, minibatch 2048, lr 0.001, entropy 0.1 annealed, "
+        "value coefficient 0.25, 16 processes) state the returns in the last column.",
+        "",
+        "| environment | settings | steps | final mean return | samples/s | enn-trainer config "
+        "states |",
+        "| --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+    for name, label, answer in rows:
+        lines.append(
+            f"| {name} | {label} | {answer['steps']:,} | {answer['last_return']:.3f} "
+            f"| {answer['sps']:,.0f} | {REFERENCE_RETURNS[name]} |"
+        )
+    replace_section(RETURNS_TITLE, "\n".join(lines))
+    print("\n".join(lines))
+
+
+# ---------------------------------------------------------------------------- profile
+def profile(args: argparse.Namespace) -> None:
+    """cProfile entityrl's training loop on one environment; print the top functions."""
+    name = args.profile
+    with tempfile.TemporaryDirectory() as tmp:
+        stats_file = str(Path(tmp, "profile.out"))
+        command = [str(PEER_PYTHON), "-m", "cProfile", "-o", stats_file, __file__, "--worker"]
+        command += [name, str(args.timesteps), "1", str(Path(tmp, "run"))]
+        command += matched_overrides(args.processes[0], args.torch_threads)
+        answer = measure(command, subprocess_env(args.torch_threads), timeout=3600)
+        stats = pstats.Stats(stats_file)
+        print(f"{name}: {answer['sps']:,.0f} samples/s under cProfile; {answer}")
+        stats.sort_stats("cumulative").print_stats(r"entityrl|entity_gym|torch", 40)
+        stats.sort_stats("tottime").print_stats(25)
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
+        worker_main(sys.argv[2:])
+        return
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--timesteps", type=int, default=65_536)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--envs", nargs="+", default=list(ENVS), choices=ENVS)
+    parser.add_argument("--processes", nargs="+", type=int, default=[1, 2])
+    parser.add_argument("--torch-threads", type=int, default=0)
+    parser.add_argument("--returns", action="store_true")
+    parser.add_argument("--profile", choices=ENVS)
+    args = parser.parse_args()
+    require_peer()
+    if args.returns:
+        returns(args)
+    elif args.profile:
+        profile(args)
+    else:
+        throughput(args)
+
+
+if __name__ == "__main__":
+    main()
