@@ -60,8 +60,10 @@ class BatchLayout:
     type_rows: dict[str, torch.Tensor]  # row of every entity of each type
     row_of_entity: torch.Tensor  # (N,)
     buckets: list[Bucket]
-    # Slot s of the concatenated bucket grids holds flat entity grid_index[s] (N: empty slot);
-    # entity n sits in slot inverse_index[n]. None when the grid is the flat tensor itself.
+    # Slot s of the concatenated bucket grids holds flat entity grid_index[s]; entity n sits in
+    # slot inverse_index[n]. Padding slots repeat entity 0: attention masks them as keys and
+    # drops their outputs, so their content never matters (and their gradients are zero).
+    # None when the grid is the flat tensor itself.
     grid_index: torch.Tensor | None
     inverse_index: torch.Tensor | None
     visible: torch.Tensor | None  # (N,) bool, None when everything is visible
@@ -137,7 +139,7 @@ def build_layout(obs: VecObs, entity_names: list[str], global_token: bool) -> Ba
     if offset == n and (inverse == np.arange(n)).all():
         grid_index = inverse_index = None  # rows all equal and in order: no gather needed
     else:
-        grid = np.full(offset, n, dtype=np.int64)
+        grid = np.zeros(offset, dtype=np.int64)
         grid[inverse] = np.arange(n, dtype=np.int64)
         grid_index, inverse_index = _tensor(grid), _tensor(inverse)
 

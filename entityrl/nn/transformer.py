@@ -48,7 +48,7 @@ def attention_context(layout: BatchLayout) -> AttentionContext:
     """Build the attention masks of a batch once, for all layers."""
     visible_slots = None
     if layout.visible is not None:
-        visible_slots = to_slots(layout.visible.unsqueeze(1), layout, fill=True).squeeze(1)
+        visible_slots = to_slots(layout.visible.unsqueeze(1), layout).squeeze(1)
     masks: list[torch.Tensor | None] = []
     offset = 0
     for bucket in layout.buckets:
@@ -71,12 +71,9 @@ def attention_context(layout: BatchLayout) -> AttentionContext:
     return AttentionContext(layout, masks)
 
 
-def to_slots(x: torch.Tensor, layout: BatchLayout, fill: float | bool = 0) -> torch.Tensor:
-    """Flat (N, c) -> the concatenated bucket grids (slots, c); ``fill`` in empty slots."""
-    if layout.grid_index is None:
-        return x
-    sentinel = torch.full((1, x.shape[1]), fill, dtype=x.dtype)
-    return torch.cat([x, sentinel]).index_select(0, layout.grid_index)
+def to_slots(x: torch.Tensor, layout: BatchLayout) -> torch.Tensor:
+    """Flat (N, c) -> the concatenated bucket grids (slots, c)."""
+    return x if layout.grid_index is None else x.index_select(0, layout.grid_index)
 
 
 def to_grids(x: torch.Tensor, layout: BatchLayout) -> list[torch.Tensor]:
