@@ -169,7 +169,9 @@ class EntityEmbedding(nn.Module):
             embedded[name] = self.projections[key](feats)
         # The dtype follows the projections (float32, or bfloat16 under autocast).
         dtype = next(iter(embedded.values())).dtype if embedded else torch.float32
-        x = torch.empty(layout.num_entities, self.d_model, dtype=dtype)
+        # Padding slots stay zero (finite through every later layer; never read).
+        make = torch.zeros if layout.padded else torch.empty
+        x = make(layout.num_slots, self.d_model, dtype=dtype)
         for name, emb in embedded.items():
             x.index_copy_(0, layout.type_positions[name], emb.to(dtype))
         return x

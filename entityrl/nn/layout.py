@@ -1,9 +1,14 @@
 """Where every entity of a ragged batch goes: the index bookkeeping RogueNet needs, in numpy.
 
-All entities of a batch live in one flat ``(N, d_model)`` tensor ordered by row, then by
-entity index within the row (the VecObs order: entity types in ObsSpace order). When the
-network has a global token (for global categorical actions) it is the last entity of each row,
-at index = number of real entities, matching the VecObs convention for global actors.
+All entities of a batch live in one flat ``(slots, d_model)`` tensor that is, at the same time,
+the padded grids attention needs: rows are sorted by length and cut into a few buckets
+(:func:`plan_buckets`), each bucket is a ``(rows, width)`` block of slots, and the blocks are
+concatenated. Row ``r``'s entities sit in consecutive slots from ``row_slot[r]`` on, in the
+VecObs order (entity types in ObsSpace order); slots past a row's length are padding. Per-entity
+layers run on every slot (padding is a small share when rows are bucketed by length), and
+attention views each block as a grid without copying. When the network has a global token (for
+global categorical actions) it is the last entity of each row, at index = number of real
+entities, matching the VecObs convention for global actors.
 
 Everything here is computed with a handful of vectorized numpy calls per batch and handed to
 torch without copies (``torch.from_numpy``).
@@ -54,21 +59,14 @@ class BatchLayout:
     """Index metadata of one batch of rows (see module docstring)."""
 
     num_rows: int
-    num_entities: int
+    num_slots: int
     lengths: npt.NDArray[np.int64]  # (R,) entities per row (incl. global token)
-    type_positions: dict[str, torch.Tensor]  # flat index of every entity of each type
-    type_rows: dict[str, torch.Tensor]  # row of every entity of each type
-    row_of_entity: torch.Tensor  # (N,)
+    type_positions: dict[str, torch.Tensor]  # slot of every entity of each type
+    slot_row: torch.Tensor  # (slots,) row of each slot; num_rows for padding slots
+    row_slot: npt.NDArray[np.int64]  # (R,) slot of each row's first entity
     buckets: list[Bucket]
-    # Slot s of the concatenated bucket grids holds flat entity grid_index[s]; entity n sits in
-    # slot inverse_index[n]. Padding slots repeat entity 0: attention masks them as keys and
-    # drops their outputs, so their content never matters (and their gradients are zero).
-    # None when the grid is the flat tensor itself.
-    grid_index: torch.Tensor | None
-    inverse_index: torch.Tensor | None
-    visible: torch.Tensor | None  # (N,) bool, None when everything is visible
-    row_start: npt.NDArray[np.int64]  # (R,) flat index of each row's first entity
-    global_positions: torch.Tensor | None  # (R,) flat index of each row's global token
+    padded: bool  # some slots are padding
+    visible: torch.Tensor | None  # (slots,) bool, None when everything is visible
 
 
 # Rows per bucket at least this many: fewer, larger attention calls beat tighter padding.
@@ -108,44 +106,33 @@ def build_layout(obs: VecObs, entity_names: list[str], global_token: bool) -> Ba
         type_lengths.append(np.ones(rows, dtype=np.int64))
     lengths = np.sum(type_lengths, axis=0) if type_lengths else np.zeros(rows, dtype=np.int64)
     lengths = np.asarray(lengths, dtype=np.int64).reshape(rows)
-    row_start = np.cumsum(lengths) - lengths
-    n = int(lengths.sum())
 
-    type_positions: dict[str, torch.Tensor] = {}
-    type_rows: dict[str, torch.Tensor] = {}
-    offset_in_row = np.zeros(rows, dtype=np.int64)
-    all_rows = np.arange(rows, dtype=np.int64)
-    for name, type_len in zip([*entity_names, "__global__"], type_lengths, strict=False):
-        type_positions[name] = _tensor(ranges(row_start + offset_in_row, type_len))
-        type_rows[name] = _tensor(np.repeat(all_rows, type_len))
-        offset_in_row += type_len
-
-    row_of_entity = np.repeat(all_rows, lengths)
     order, sizes = plan_buckets(lengths)
     buckets: list[Bucket] = []
-    slot_base = np.empty(rows, dtype=np.int64)
-    offset = 0
+    row_slot = np.empty(rows, dtype=np.int64)
+    slot_row_parts = []
+    slots = 0
     start = 0
     for size in sizes:
         members = order[start : start + size]
         width = int(lengths[members].max()) if size else 0
-        slot_base[members] = offset + np.arange(size, dtype=np.int64) * width
+        row_slot[members] = slots + np.arange(size, dtype=np.int64) * width
         valid = np.arange(width, dtype=np.int64)[None, :] < lengths[members][:, None]
         buckets.append(Bucket(size, width, _tensor(valid)))
-        offset += size * width
+        slot_row_parts.append(np.where(valid, members[:, None], rows).reshape(-1))
+        slots += size * width
         start += size
-    position = np.arange(n, dtype=np.int64) - np.repeat(row_start, lengths)
-    inverse = np.repeat(slot_base, lengths) + position
-    if offset == n and (inverse == np.arange(n)).all():
-        grid_index = inverse_index = None  # rows all equal and in order: no gather needed
-    else:
-        grid = np.zeros(offset, dtype=np.int64)
-        grid[inverse] = np.arange(n, dtype=np.int64)
-        grid_index, inverse_index = _tensor(grid), _tensor(inverse)
+    slot_row = np.concatenate(slot_row_parts) if slot_row_parts else np.zeros(0, np.int64)
+
+    type_positions: dict[str, torch.Tensor] = {}
+    offset_in_row = np.zeros(rows, dtype=np.int64)
+    for name, type_len in zip([*entity_names, "__global__"], type_lengths, strict=False):
+        type_positions[name] = _tensor(ranges(row_slot + offset_in_row, type_len))
+        offset_in_row += type_len
 
     visible = None
     if obs.visible:
-        flags = np.ones(n, dtype=np.bool_)
+        flags = np.ones(slots, dtype=np.bool_)
         for name, vis in obs.visible.items():
             flags[type_positions[name].numpy()] = vis.data[:, 0]
         if not flags.all():
@@ -153,37 +140,32 @@ def build_layout(obs: VecObs, entity_names: list[str], global_token: bool) -> Ba
 
     return BatchLayout(
         num_rows=rows,
-        num_entities=n,
+        num_slots=slots,
         lengths=lengths,
         type_positions=type_positions,
-        type_rows=type_rows,
-        row_of_entity=_tensor(row_of_entity),
+        slot_row=_tensor(slot_row),
+        row_slot=row_slot,
         buckets=buckets,
-        grid_index=grid_index,
-        inverse_index=inverse_index,
+        padded=slots != int(lengths.sum()),
         visible=visible,
-        row_start=row_start,
-        global_positions=type_positions.get("__global__") if global_token else None,
     )
 
 
-def flat_actor_index(
-    actors: RaggedArray, row_start: npt.NDArray[np.int64]
-) -> npt.NDArray[np.int64]:
+def flat_actor_index(actors: RaggedArray, row_slot: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     """Actor indices within their rows, shifted to indices into the flat entity tensor."""
-    return actors.data[:, 0] + np.repeat(row_start, actors.lengths)
+    return actors.data[:, 0] + np.repeat(row_slot, actors.lengths)
 
 
 def categorical_inputs(
-    mask: VecCategoricalMask, row_start: npt.NDArray[np.int64]
+    mask: VecCategoricalMask, row_slot: npt.NDArray[np.int64]
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(flat actor index, legal-choice mask or None) of a categorical action."""
-    actors = _tensor(flat_actor_index(mask.actors, row_start))
+    actors = _tensor(flat_actor_index(mask.actors, row_slot))
     legal = None if mask.mask is None else _tensor(mask.mask.data)
     return actors, legal
 
 
-def select_layout(mask: VecSelectEntityMask, row_start: npt.NDArray[np.int64]) -> SelectLayout:
+def select_layout(mask: VecSelectEntityMask, row_slot: npt.NDArray[np.int64]) -> SelectLayout:
     """Lay out a select-entity action: actors and their candidates, padded per row."""
     acting = mask.actors.lengths > 0
     actor_counts = mask.actors.lengths[acting]
@@ -205,8 +187,8 @@ def select_layout(mask: VecSelectEntityMask, row_start: npt.NDArray[np.int64]) -
         actor_of_pair = np.repeat(np.arange(per_actor_actees.shape[0]), per_actor_actees)
         legal[actor_of_pair, cols] = mask.mask.data[:, 0]
     return SelectLayout(
-        actor_flat=_tensor(flat_actor_index(mask.actors, row_start)),
-        actee_flat=_tensor(flat_actor_index(mask.actees, row_start)),
+        actor_flat=_tensor(flat_actor_index(mask.actors, row_slot)),
+        actee_flat=_tensor(flat_actor_index(mask.actees, row_slot)),
         rows=rows,
         max_actors=max_actors,
         max_actees=max_actees,

@@ -77,19 +77,14 @@ class RelativePositions(nn.Module):
     ) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
         """Per attention bucket: the (rows, w, w) offset index of every (query, key) pair, and
         the key's entity type per slot (for per-entity values)."""
-        from entityrl.nn.transformer import to_slots
-
         dims = len(self.config.position_features)
-        pos = torch.zeros(layout.num_entities, dims)
-        has_pos = torch.zeros(layout.num_entities, 1)
-        types = torch.zeros(layout.num_entities, 1)
+        slots = torch.zeros(layout.num_slots, dims + 2)  # position, has position, type
         for t, name in enumerate(self.type_names):
             where = layout.type_positions[name]
-            types[where] = float(t)
+            slots[where, dims + 1] = float(t)
             if name in self.columns:
-                pos[where] = raw[name][:, self.columns[name]]
-                has_pos[where] = 1.0
-        slots = to_slots(torch.cat([pos, has_pos, types], dim=1), layout)
+                slots[where, :dims] = raw[name][:, self.columns[name]]
+                slots[where, dims] = 1.0
         result = []
         offset = 0
         for bucket in layout.buckets:

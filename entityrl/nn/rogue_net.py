@@ -30,6 +30,7 @@ from entityrl.nn.layout import (
     categorical_inputs,
     select_layout,
 )
+from entityrl.nn.memory import reuse_large_allocations
 from entityrl.nn.relpos import RelativePositions, RelposConfig
 from entityrl.nn.transformer import AttentionContext, Block, Pooling, attention_context, row_mean
 from entityrl.ragged import RaggedArray
@@ -153,6 +154,7 @@ class RogueNet(nn.Module):
         config: RogueNetConfig | None = None,
     ) -> None:
         super().__init__()
+        reuse_large_allocations()
         self.config = config or RogueNetConfig()
         self.obs_space = obs_space
         self.action_space = dict(action_space)
@@ -185,10 +187,10 @@ class RogueNet(nn.Module):
         batch = PreparedBatch(obs, layout)
         for name, mask in obs.action_masks.items():
             if isinstance(mask, VecSelectEntityMask):
-                batch.select[name] = select_layout(mask, layout.row_start)
+                batch.select[name] = select_layout(mask, layout.row_slot)
             else:
                 assert isinstance(mask, VecCategoricalMask)
-                batch.categorical[name] = categorical_inputs(mask, layout.row_start)
+                batch.categorical[name] = categorical_inputs(mask, layout.row_slot)
         return batch
 
     def _check_obs(self, obs: VecObs) -> None:

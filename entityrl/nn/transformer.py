@@ -1,13 +1,11 @@
 """Transformer blocks over ragged rows of entities.
 
-Per-entity work (layer norms, projections, MLP) runs on the flat ``(N, d_model)`` tensor; only
-attention needs rows. For it, rows are grouped into a few buckets of similar length (see
-:func:`~entityrl.nn.layout.plan_buckets`) and each bucket is gathered into a padded
-``(rows, width)`` grid, so short rows do not pay for the longest one; when every row has the
-same length the grid *is* the flat tensor and nothing is copied. A key-padding mask keeps
-attention inside each row; entities hidden from the policy are masked as keys for visible
-queries (hidden entities still see everything, which is how the value path, pooling over all
-entities, can use them).
+Per-entity work (layer norms, projections, MLP) runs on the flat ``(slots, d_model)`` tensor.
+Its layout (see :mod:`entityrl.nn.layout`) already is a sequence of padded ``(rows, width)``
+grids, one per bucket of rows of similar length, so attention views each bucket as a grid
+without copying. A key-padding mask keeps attention inside each row; entities hidden from the
+policy are masked as keys for visible queries (hidden entities still see everything, which is
+how the value path, pooling over all entities, can use them).
 """
 
 from __future__ import annotations
@@ -46,52 +44,38 @@ class AttentionContext:
 
 def attention_context(layout: BatchLayout) -> AttentionContext:
     """Build the attention masks of a batch once, for all layers."""
-    visible_slots = None
-    if layout.visible is not None:
-        visible_slots = to_slots(layout.visible.unsqueeze(1), layout).squeeze(1)
     masks: list[torch.Tensor | None] = []
-    offset = 0
-    for bucket in layout.buckets:
+    visible = None if layout.visible is None else to_grids(layout.visible.unsqueeze(1), layout)
+    for b, bucket in enumerate(layout.buckets):
         valid = bucket.key_valid
         mask = None
-        if not valid.all() or visible_slots is not None:
+        if not valid.all() or visible is not None:
             valid = valid.clone()
             # A row without entities would have nothing to attend to (NaN); let its padding
-            # slots attend to one padding slot instead. Their outputs are discarded.
+            # slots attend to one padding slot instead. Their outputs are never read.
             if bucket.width:
                 valid[:, 0] |= ~valid.any(dim=1)
             mask = valid[:, None, None, :]
-            if visible_slots is not None:
-                vis = visible_slots[offset : offset + bucket.rows * bucket.width]
-                vis = vis.view(bucket.rows, bucket.width)
+            if visible is not None:
+                vis = visible[b].squeeze(2)
                 # Visible queries do not see hidden keys; hidden queries see every valid key.
                 mask = mask & (~vis[:, None, :, None] | vis[:, None, None, :])
         masks.append(mask)
-        offset += bucket.rows * bucket.width
     return AttentionContext(layout, masks)
 
 
-def to_slots(x: torch.Tensor, layout: BatchLayout) -> torch.Tensor:
-    """Flat (N, c) -> the concatenated bucket grids (slots, c)."""
-    return x if layout.grid_index is None else x.index_select(0, layout.grid_index)
-
-
 def to_grids(x: torch.Tensor, layout: BatchLayout) -> list[torch.Tensor]:
-    """Flat (N, c) -> one padded (rows, width, c) grid per bucket."""
-    slots = to_slots(x, layout)
-    # split (not slicing): its backward concatenates the gradients, where every slice's
-    # backward would allocate and zero a gradient the size of all slots.
-    parts = torch.split(slots, [b.rows * b.width for b in layout.buckets])
+    """Flat (slots, c) -> one (rows, width, c) grid per bucket: views, no copies."""
+    parts = torch.split(x, [b.rows * b.width for b in layout.buckets])
     return [
         part.view(b.rows, b.width, x.shape[1])
         for part, b in zip(parts, layout.buckets, strict=True)
     ]
 
 
-def from_grids(ys: list[torch.Tensor], layout: BatchLayout) -> torch.Tensor:
-    """Per-bucket outputs (rows * width, c each) -> flat (N, c)."""
-    slots = ys[0] if len(ys) == 1 else torch.cat(ys)
-    return slots if layout.inverse_index is None else slots.index_select(0, layout.inverse_index)
+def from_grids(ys: list[torch.Tensor]) -> torch.Tensor:
+    """Per-bucket outputs (rows * width, c each) -> flat (slots, c)."""
+    return ys[0] if len(ys) == 1 else torch.cat(ys)
 
 
 class RaggedAttention(nn.Module):
@@ -108,7 +92,7 @@ class RaggedAttention(nn.Module):
 
     def forward(self, x: torch.Tensor, ctx: AttentionContext) -> torch.Tensor:
         d = x.shape[1]
-        if ctx.layout.num_entities == 0:
+        if ctx.layout.num_slots == 0:
             return self.proj(x)
         outputs = []
         for b, grid in enumerate(to_grids(self.qkv(x), ctx.layout)):
@@ -121,7 +105,7 @@ class RaggedAttention(nn.Module):
             else:
                 y = self._explicit(q, k, v, ctx, b)
             outputs.append(y.transpose(1, 2).reshape(rows * width, d))
-        return self.proj(from_grids(outputs, ctx.layout))
+        return self.proj(from_grids(outputs))
 
     def _explicit(
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ctx: AttentionContext, b: int
@@ -154,17 +138,22 @@ class RowPooling(nn.Module):
         if self.pooling in ("mean", "meanmax"):
             parts.append(row_mean(h, layout))
         if self.pooling in ("max", "meanmax"):
-            pooled = h.new_zeros(layout.num_rows, h.shape[1])
-            idx = layout.row_of_entity.unsqueeze(1).expand_as(h)
-            parts.append(pooled.scatter_reduce(0, idx, h, "amax", include_self=False))
-        return self.proj(torch.cat(parts, dim=1))[layout.row_of_entity]
+            # Padding slots reduce into an extra row that is dropped.
+            pooled = h.new_zeros(layout.num_rows + 1, h.shape[1])
+            idx = layout.slot_row.unsqueeze(1).expand_as(h)
+            parts.append(pooled.scatter_reduce(0, idx, h, "amax", include_self=False)[:-1])
+        pooled_rows = self.proj(torch.cat(parts, dim=1))
+        # Padding slots read the (dropped) extra row: zeros.
+        return torch.cat([pooled_rows, pooled_rows.new_zeros(1, pooled_rows.shape[1])])[
+            layout.slot_row
+        ]
 
 
 def row_mean(x: torch.Tensor, layout: BatchLayout) -> torch.Tensor:
-    """Mean of each row's entities (zeros for a row without entities)."""
-    total = x.new_zeros(layout.num_rows, x.shape[1]).index_add_(0, layout.row_of_entity, x)
+    """Mean of each row's entities (zeros for a row without entities); padding is ignored."""
+    total = x.new_zeros(layout.num_rows + 1, x.shape[1]).index_add_(0, layout.slot_row, x)
     counts = torch.from_numpy(layout.lengths).clamp(min=1).to(x.dtype)
-    return total / counts.unsqueeze(1)
+    return total[:-1] / counts.unsqueeze(1)
 
 
 class Block(nn.Module):
