@@ -70,8 +70,8 @@ class BatchLayout:
 
 
 # Rows per bucket at least this many: fewer, larger attention calls beat tighter padding.
-MIN_BUCKET_ROWS = 64
-MAX_BUCKETS = 8
+MIN_BUCKET_ROWS = 16
+MAX_BUCKETS = 16
 
 
 def plan_buckets(lengths: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], list[int]]:
