@@ -21,14 +21,15 @@ letting pip touch that venv's numpy or torch::
 (see benchmarks/README.md for setting up the reference venv). Measured identically on both
 sides: samples per second = environment steps / seconds from the start of the first rollout to
 the end of the last iteration, its logging included (imports and the construction of
-environments and network excluded); peak memory = the largest total resident set size of the
-trainer's process tree (trainer plus environment workers, shared pages counted in every
-process), sampled every 0.1 s by this script. Writes the "End-to-end training throughput"
+environments and network excluded); memory = the peak proportional set size of the trainer's
+process tree (trainer plus environment workers, shared pages split between the processes that
+share them), sampled every 0.1 s by this script, and the max RSS of its largest process. Writes the "End-to-end training throughput"
 section of RESULTS.md (medians of ``--runs`` runs; the two trainers alternate).
 
-``--returns`` trains entityrl alone, CherryPick to 250k and PickMatchingBalls to 500k steps,
-with entityrl's default settings and with the settings above, and writes the "End-to-end
-training returns" section. ``--profile ENV`` profiles entityrl's training loop on ENV with
+``--returns`` trains entityrl alone, CherryPick to 250k and PickMatchingBalls to 500k steps
+(the environment arguments of enn-trainer's published configs for them), with entityrl's
+default settings and with the settings of those configs, and writes the "End-to-end training
+returns" section. ``--profile ENV`` profiles entityrl's training loop on ENV with
 cProfile and prints where the time goes.
 
 usage: python benchmarks/throughput.py [--timesteps 65536] [--runs 3] [--envs CherryPick ...]
@@ -48,6 +49,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -60,9 +62,51 @@ ENVS = ("MoveToOrigin", "Minefield", "CherryPick", "PickMatchingBalls", "MultiSn
 # The project's goal: at least this many times enn-trainer's samples per second.
 GOALS = {"CherryPick": 5.0, "PickMatchingBalls": 5.0, "Minefield": 5.0}
 DEFAULT_GOAL = 3.0
-RETURN_RUNS = {"CherryPick": 250_000, "PickMatchingBalls": 500_000}
-# What enn-trainer's configs for these environments state they reach within those steps.
-REFERENCE_RETURNS = {"CherryPick": "> 0.99", "PickMatchingBalls": "> 0.995"}
+
+
+@dataclass(frozen=True)
+class ReturnRun:
+    """A training run of ``--returns``, after enn-trainer's published config for the
+    environment: its steps, environment arguments and settings (as entityrl overrides; its
+    16 processes become 1) and the mean return that config states it reaches."""
+
+    steps: int
+    env_kwargs: dict[str, object]
+    reference_settings: list[str]
+    states: str
+
+
+RETURN_RUNS = {
+    "CherryPick": ReturnRun(
+        250_000,
+        {"num_cherries": 32},
+        [
+            "net.d_model=128",
+            "net.n_layer=2",
+            "optim.bs=2048",
+            "optim.lr=0.001",
+            "ppo.ent_coef=0.1",
+            "ppo.anneal_entropy=true",
+            "ppo.vf_coef=0.25",
+        ],
+        "> 0.99",
+    ),
+    "PickMatchingBalls": ReturnRun(
+        500_000,
+        {"max_balls": 32, "one_hot": True, "randomize": True},
+        [
+            "rollout.num_envs=64",
+            "net.d_model=128",
+            "net.n_layer=4",
+            "net.d_qk=32",
+            "optim.bs=1024",
+            "optim.lr=0.001",
+            "ppo.ent_coef=0.5",
+            "ppo.anneal_entropy=true",
+        ],
+        "> 0.995",
+    ),
+}
 SAMPLE_SECONDS = 0.1
 TITLE = "End-to-end training throughput"
 RETURNS_TITLE = "End-to-end training returns"
@@ -128,7 +172,8 @@ def train_ours(name: str, total: int, seed: int, run_dir: str, overrides: list[s
         phases["rollout"] += metrics["perf/rollout_seconds"]
         phases["update"] += metrics["perf/update_seconds"]
 
-    trainer = Trainer(config, from_entity_gym(ENV_REGISTRY[name]), on_iteration=on_iteration)
+    factory = from_entity_gym(ENV_REGISTRY[name], **config.env.kwargs)
+    trainer = Trainer(config, factory, on_iteration=on_iteration)
     collect = trainer.sampler.collect
 
     def timed_collect(*args: Any) -> Any:
@@ -154,8 +199,13 @@ def worker_main(argv: list[str]) -> None:
 
 
 # ---------------------------------------------------------------------------- measuring
-def tree_rss(root: int) -> int:
-    """Total resident bytes of ``root`` and all its descendants (0 once it is gone)."""
+def tree_pss(root: int) -> int:
+    """Proportional set size, in bytes, of ``root`` and all its descendants together.
+
+    PSS splits each shared page between the processes that map it, so forked workers are not
+    counted as full copies of their parent (a sum of RSS would count them so, and would jump
+    whenever the trainer forks a short-lived helper).
+    """
     parents: dict[int, int] = {}
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
@@ -171,24 +221,33 @@ def tree_rss(root: int) -> int:
         children = [child for child, parent in parents.items() if parent == pid]
         tree.update(children)
         frontier.extend(children)
-    page = os.sysconf("SC_PAGE_SIZE")
     total = 0
     for pid in tree:
         try:
-            total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * page
+            rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
         except OSError:
             continue
-    return total
+        total += next(
+            int(line.split()[1]) for line in rollup.splitlines() if line.startswith("Pss:")
+        )
+    return total * 1024
 
 
 def measure(command: list[str], env: dict[str, str], timeout: float) -> dict:
-    """Run ``command``, sampling its process tree's memory; its JSON answer plus ``peak_rss``."""
+    """Run ``command``, sampling its memory; its JSON answer plus ``peak_pss`` (process tree)
+    and ``max_rss`` (its largest single process, from the kernel's accounting)."""
     started = time.monotonic()
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen(command, stdout=out, stderr=err, text=True, env=env)
         peak = 0
-        while proc.poll() is None:
-            peak = max(peak, tree_rss(proc.pid))
+        while True:
+            # wait4 rather than poll: it also reports the largest RSS of the process and of the
+            # descendants it waited for.
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                proc.returncode = os.waitstatus_to_exitcode(status)
+                break
+            peak = max(peak, tree_pss(proc.pid))
             if time.monotonic() - started > timeout:
                 proc.kill()
                 proc.wait()
@@ -199,7 +258,8 @@ def measure(command: list[str], env: dict[str, str], timeout: float) -> dict:
         if proc.returncode != 0:
             raise RuntimeError(f"{' '.join(command[1:])} failed:\n{err.read()[-3000:]}")
         answer = json.loads(out.read().strip().splitlines()[-1])
-    answer["peak_rss"] = peak
+    answer["peak_pss"] = peak
+    answer["max_rss"] = usage.ru_maxrss * 1024
     return answer
 
 
@@ -233,8 +293,11 @@ def peer_versions() -> str:
     return found.stdout.strip() or "unknown versions"
 
 
-def mib(n: float) -> str:
-    return f"{n / 2**20:,.0f} MiB"
+def memory(answers: dict | list[dict]) -> str:
+    """Peak PSS of the process tree / max RSS of one process (medians for several runs)."""
+    runs = answers if isinstance(answers, list) else [answers]
+    pss, rss = median_of(runs, "peak_pss"), median_of(runs, "max_rss")
+    return f"{pss / 2**20:,.0f} / {rss / 2**20:,.0f} MiB"
 
 
 def throughput(args: argparse.Namespace) -> None:
@@ -251,7 +314,7 @@ def throughput(args: argparse.Namespace) -> None:
                     cell[side].append(answer)
                     print(
                         f"run {run + 1} {name:<18} {processes} process(es) {side:<9} "
-                        f"{answer['sps']:>9,.0f} samples/s  peak {mib(answer['peak_rss'])}",
+                        f"{answer['sps']:>9,.0f} samples/s  memory {memory(answer)}",
                         flush=True,
                     )
     load_after = os.getloadavg()
@@ -281,7 +344,8 @@ def write_throughput(
     )
     lines = [
         f"Command: `{command}`",
-        f"Machine: {machine()}; both trainers run in the reference interpreter with "
+        f"Machine: {machine()} (this script's interpreter); both trainers run in the "
+        f"reference interpreter with "
         f"{peer_versions()}; load average {load_before[0]:.1f} before and "
         f"{load_after[0]:.1f} after the run (1-minute).",
         "",
@@ -294,15 +358,16 @@ def write_throughput(
         "interpreter. Samples per second = environment steps / time "
         "from the start of the first rollout to the end of the last iteration (startup "
         "excluded on both sides); medians of "
-        f"{args.runs} runs, the two trainers alternating. Peak RSS: the largest total resident "
-        "memory of the trainer's process tree (environment workers included), sampled every "
-        "0.1 s. The machine's 2 cores are shared with other jobs: absolute figures move with "
+        f"{args.runs} runs, the two trainers alternating. Memory: peak PSS of the trainer's "
+        "process tree (environment workers included; shared pages split between the processes "
+        "that share them), sampled every 0.1 s / max RSS of its largest single process. The "
+        "machine's 2 cores are shared with other jobs: absolute figures move with "
         "their load, so the ratio between the two trainers of the same run is what counts. "
         "Rollout share: the part of entityrl's loop spent collecting rollouts (the rest is the "
         "PPO update).",
         "",
         "| environment | processes | entityrl samples/s | enn-trainer samples/s | ratio | goal "
-        "| entityrl peak RSS | enn-trainer peak RSS | entityrl rollout share |",
+        "| entityrl memory | enn-trainer memory | entityrl rollout share |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for (name, processes), cell in results.items():
@@ -310,8 +375,7 @@ def write_throughput(
         goal = GOALS.get(name, DEFAULT_GOAL)
         lines.append(
             f"| {name} | {processes} | {ours:,.0f} | {ref:,.0f} | {ours / ref:.2f}x "
-            f"| {goal:.0f}x | {mib(median_of(cell['ours'], 'peak_rss'))} "
-            f"| {mib(median_of(cell['reference'], 'peak_rss'))} "
+            f"| {goal:.0f}x | {memory(cell['ours'])} | {memory(cell['reference'])} "
             f"| {median_of(cell['ours'], 'rollout_share'):.0%} |"
         )
     lines += ["", "Every run (samples/s, entityrl / enn-trainer):", ""]
@@ -327,16 +391,18 @@ def write_throughput(
 
 # ---------------------------------------------------------------------------- returns
 def returns(args: argparse.Namespace) -> None:
-    settings = {
-        "entityrl defaults": [f"torch_threads={args.torch_threads}"],
-        "the throughput settings above": matched_overrides(1, args.torch_threads),
-    }
     rows = []
-    for label, overrides in settings.items():
-        for name, total in RETURN_RUNS.items():
+    for name, run in RETURN_RUNS.items():
+        kwargs = [f"env.kwargs.{k}={json.dumps(v)}" for k, v in run.env_kwargs.items()]
+        threads = f"torch_threads={args.torch_threads}"
+        settings = {
+            "entityrl defaults": [threads],
+            "enn-trainer's config": [*run.reference_settings, threads],
+        }
+        for label, overrides in settings.items():
             with tempfile.TemporaryDirectory() as tmp:
-                command = [str(PEER_PYTHON), __file__, "--worker", name, str(total), "1"]
-                command += [str(Path(tmp, "run")), *overrides]
+                command = [str(PEER_PYTHON), __file__, "--worker", name, str(run.steps), "1"]
+                command += [str(Path(tmp, "run")), *kwargs, *overrides]
                 answer = measure(command, subprocess_env(args.torch_threads), timeout=7200)
             rows.append((name, label, answer))
             print(f"{name} ({label}): {answer}", flush=True)
@@ -346,19 +412,26 @@ def returns(args: argparse.Namespace) -> None:
         f"Machine: {machine()}; run in the reference interpreter with {peer_versions()}",
         "",
         "entityrl's trainer on entity-gym 0.1.10's CherryPick and PickMatchingBalls (through "
-        "`entityrl.compat.entity_gym`), 1 process, seed 1, one run each, no tuning. Mean "
-        "return of the last 100 episodes at the end of training. enn-trainer's own configs for "
-        "these environments (d_model 128, minibatch 2048, lr 0.001, entropy 0.1 annealed, "
-        "value coefficient 0.25, 16 processes) state the returns in the last column.",
+        "`entityrl.compat.entity_gym`), 1 environment process, seed 1, one run each, no "
+        "tuning; the environment arguments of enn-trainer's published configs for these "
+        "environments. Mean return of the last 100 episodes at the end of training. Settings: "
+        "entityrl's defaults, or those of enn-trainer's config mapped onto entityrl's trainer "
+        + "; ".join(
+            f"({name}: {', '.join(run.reference_settings)})" for name, run in RETURN_RUNS.items()
+        )
+        + ". The last column is the return enn-trainer's config states it reaches in as many "
+        "steps.",
         "",
-        "| environment | settings | steps | final mean return | samples/s | enn-trainer config "
-        "states |",
-        "| --- | --- | ---: | ---: | ---: | ---: |",
+        "| environment | environment arguments | settings | steps | final mean return "
+        "| samples/s | enn-trainer config states |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: |",
     ]
     for name, label, answer in rows:
+        run = RETURN_RUNS[name]
+        env_args = ", ".join(f"{k}={v}" for k, v in run.env_kwargs.items())
         lines.append(
-            f"| {name} | {label} | {answer['steps']:,} | {answer['last_return']:.3f} "
-            f"| {answer['sps']:,.0f} | {REFERENCE_RETURNS[name]} |"
+            f"| {name} | {env_args} | {label} | {answer['steps']:,} "
+            f"| {answer['last_return']:.3f} | {answer['sps']:,.0f} | {run.states} |"
         )
     replace_section(RETURNS_TITLE, "\n".join(lines))
     print("\n".join(lines))
