@@ -74,11 +74,17 @@ _SPACES: dict[str, tuple[type, str]] = {
 
 # entity-gym mask class name -> the same mask as an entityrl object (fields have equal names).
 _MASKS: dict[str, Callable[[Any], ActionMask]] = {
-    "CategoricalActionMask": lambda m: CategoricalActionMask(m.actor_ids, m.actor_types, m.mask),
-    "SelectEntityActionMask": lambda m: SelectEntityActionMask(
-        m.actor_ids, m.actor_types, m.actee_ids, m.actee_types, m.mask
+    "CategoricalActionMask": lambda m: CategoricalActionMask(
+        actor_ids=m.actor_ids, actor_types=m.actor_types, mask=m.mask
     ),
-    "GlobalCategoricalActionMask": lambda m: GlobalCategoricalActionMask(m.mask),
+    "SelectEntityActionMask": lambda m: SelectEntityActionMask(
+        actor_ids=m.actor_ids,
+        actor_types=m.actor_types,
+        actee_ids=m.actee_ids,
+        actee_types=m.actee_types,
+        mask=m.mask,
+    ),
+    "GlobalCategoricalActionMask": lambda m: GlobalCategoricalActionMask(mask=m.mask),
 }
 
 ActionBuilder = Callable[[Action], Any]

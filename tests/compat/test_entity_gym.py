@@ -245,6 +245,17 @@ class _Odd:
     """Not an entity-gym class."""
 
 
+def test_unknown_observation_space_is_named() -> None:
+    class Shapeless(Herd):
+        def obs_space(self) -> Any:
+            return {"Sheep": ["hungry"]}
+
+    with pytest.raises(
+        TypeError, match=r"Shapeless\.obs_space\(\): expected an entity-gym ObsSpace"
+    ):
+        EntityGymEnvironment(Shapeless())
+
+
 def test_unknown_action_space_is_named() -> None:
     class Strange(Herd):
         def action_space(self) -> dict[str, Any]:
