@@ -1,0 +1,52 @@
+"""Learning: with fixed seeds, each shipped config trains an agent that reaches a threshold
+near its environment's optimum (the budget is shortened where the full one is slow)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from entityrl.training import evaluate, load_agent, make_eval_env
+from entityrl.training.config import CONFIG_DIR, load_config
+from entityrl.training.runner import Trainer
+
+QUIET = ["log.tensorboard=false", "log.progress=false", "seed=1"]
+
+# (config, extra overrides, evaluation episodes, lowest mean return accepted)
+CASES = [
+    ("xor", [], 400, 0.95),
+    ("count", [], 400, 0.95),
+    ("multi_armed_bandit", [], 100, 0.95),
+    ("not_hotdog", [], 400, 0.99),
+    ("rock_paper_scissors", [], 2000, 0.9),
+    ("rock_paper_scissors", ["env.kwargs.cheat=true"], 400, 1.95),
+    ("floor_is_lava", [], 400, 0.95),
+    ("move_to_origin", ["total_timesteps=65536"], 100, 0.85),
+    ("cherry_pick", ["total_timesteps=40960"], 200, 0.85),
+]
+
+
+def trained_return(tmp_path: Path, name: str, overrides: list[str], episodes: int) -> float:
+    config = load_config(
+        CONFIG_DIR / f"{name}.yaml", [*QUIET, f"log.run_dir={tmp_path}", *overrides]
+    )
+    Trainer(config).run()
+    agent = load_agent(tmp_path, seed=0)
+    with make_eval_env(agent, num_envs=16, seed=12345) as env:
+        return evaluate(agent, env, episodes).mean()
+
+
+@pytest.mark.parametrize(
+    ("name", "overrides", "episodes", "threshold"),
+    CASES,
+    ids=[f"{c[0]}{'-' + '-'.join(c[1]) if c[1] else ''}" for c in CASES],
+)
+def test_reaches_threshold(
+    tmp_path: Path, name: str, overrides: list[str], episodes: int, threshold: float
+) -> None:
+    assert trained_return(tmp_path, name, overrides, episodes) >= threshold
+
+
+def test_floor_is_lava_needs_relative_positions(tmp_path: Path) -> None:
+    assert trained_return(tmp_path, "floor_is_lava", ["net.relpos=null"], 400) < 0.3
