@@ -1,4 +1,8 @@
-"""Settings for the whole test suite."""
+"""Settings for the whole test suite.
+
+Loading this file puts tests/ on sys.path, so test modules import the shared helper modules
+here (vec_env_checks) by name.
+"""
 
 import torch
 

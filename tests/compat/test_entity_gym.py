@@ -10,7 +10,7 @@ import fake_entity_gym as eg
 import numpy as np
 import pytest
 from gym_envs import ENVS, Dial, Herd, PickBest
-from tiny_envs import assert_vec_obs_equal
+from vec_env_checks import assert_replays, assert_vec_obs_equal, play_past_a_saved_state
 
 import entityrl
 from entityrl.compat.entity_gym import EntityGymEnvironment, from_entity_gym
@@ -204,20 +204,10 @@ def test_seed_makes_the_batch_reproducible() -> None:
 def test_resume_from_state_continues_exactly() -> None:
     factory = from_entity_gym(PickBest)
     with SerialVecEnv(factory, 4, seed=2) as vec:
-        policy = RandomPolicy(vec.action_space, seed=0)
-        obs = vec.reset()
-        for _ in range(3):
-            obs = vec.act(policy.act(obs))
-        state = vec.get_state()
-        chosen = [policy.act(obs)]
-        after = [vec.act(chosen[0])]
-        for _ in range(4):
-            chosen.append(policy.act(after[-1]))
-            after.append(vec.act(chosen[-1]))
+        _, state, chosen, after = play_past_a_saved_state(vec, warmup=3, steps=5)
         np.random.seed(12345)  # disturb the global generator the environments draw from
         vec.set_state(state)
-        for acts, expected in zip(chosen, after, strict=True):
-            assert_vec_obs_equal(vec.act(acts), expected)
+        assert_replays(vec, chosen, after)
 
 
 def test_seed_calls_the_environments_own_seed() -> None:

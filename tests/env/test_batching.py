@@ -9,7 +9,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import batches
-from tiny_envs import assert_vec_obs_equal
+from vec_env_checks import assert_vec_obs_equal
 
 from entityrl.env import (
     Batcher,

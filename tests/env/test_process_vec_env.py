@@ -17,10 +17,10 @@ from tiny_envs import (
     Explodes,
     Growing,
     Sleepy,
-    assert_vec_obs_equal,
     choose_first_legal,
     refuse_to_build,
 )
+from vec_env_checks import assert_replays, assert_vec_obs_equal, play_past_a_saved_state
 
 from entityrl.env import Entity, EnvWorkerError, ObsSpace, ProcessVecEnv, RandomPolicy, SerialVecEnv
 
@@ -200,20 +200,10 @@ def test_answer_that_cannot_be_sent_surfaces_as_an_error() -> None:
 def test_restored_state_continues_exactly() -> None:
     make = functools.partial(Growing, length=3)
     with no_hang(), ProcessVecEnv(make, 4, seed=5, num_workers=2) as env:
-        policy = RandomPolicy(env.action_space, seed=0)
-        obs = env.reset()
-        for _ in range(4):
-            obs = env.act(policy.act(obs))
-        saved = env.get_state()
-        actions = [policy.act(obs)]
-        expected = [env.act(actions[0])]
-        for _ in range(3):
-            actions.append(policy.act(expected[-1]))
-            expected.append(env.act(actions[-1]))
+        obs, saved, actions, expected = play_past_a_saved_state(env, warmup=4, steps=4)
     with no_hang(), ProcessVecEnv(make, 4, num_workers=2) as fresh:
         assert_vec_obs_equal(fresh.set_state(saved), obs)
-        for step_actions, batch in zip(actions, expected, strict=True):
-            assert_vec_obs_equal(fresh.act(step_actions), batch)
+        assert_replays(fresh, actions, expected)
     with (
         ProcessVecEnv(make, 4, num_workers=1) as other,
         pytest.raises(ValueError, match="2 worker parts"),

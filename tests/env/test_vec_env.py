@@ -9,7 +9,8 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
-from tiny_envs import Countdown, Explodes, Growing, assert_vec_obs_equal, choose_first_legal
+from tiny_envs import Countdown, Explodes, Growing, choose_first_legal
+from vec_env_checks import assert_vec_obs_equal
 
 from entityrl.env import (
     EnvValidationError,

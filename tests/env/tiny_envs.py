@@ -221,29 +221,3 @@ class Countdown(BatchedEnvironment):
             reward=np.zeros(self.num_envs, dtype=np.float32),
             done=np.zeros(self.num_envs, dtype=np.bool_),
         )
-
-
-def assert_vec_obs_equal(a: VecObs, b: VecObs) -> None:
-    """Every field of two batches is equal (metrics included)."""
-    assert a.features.keys() == b.features.keys()
-    for name in a.features:
-        assert a.features[name] == b.features[name], name
-    np.testing.assert_array_equal(a.global_features, b.global_features)
-    np.testing.assert_array_equal(a.reward, b.reward)
-    np.testing.assert_array_equal(a.done, b.done)
-    assert a.visible.keys() == b.visible.keys()
-    for name in a.visible:
-        assert a.visible[name] == b.visible[name], name
-    assert a.action_masks.keys() == b.action_masks.keys()
-    for name, mask in a.action_masks.items():
-        other = b.action_masks[name]
-        assert type(mask) is type(other), name
-        assert mask.actors == other.actors, name
-        assert (mask.mask is None) == (other.mask is None), name
-        if mask.mask is not None:
-            assert mask.mask == other.mask, name
-        if hasattr(mask, "actees"):
-            assert mask.actees == other.actees, name
-    assert a.metrics.keys() == b.metrics.keys()
-    for key in a.metrics:
-        np.testing.assert_array_equal(a.metrics[key], b.metrics[key])

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-import numpy as np
 import pytest
+from vec_env_checks import assert_vec_obs_equal
 
 from entityrl.env import (
     Action,
@@ -17,7 +17,6 @@ from entityrl.env import (
     SelectEntityActionMask,
     VecCategoricalMask,
     VecObs,
-    VecSelectEntityMask,
 )
 
 Policy = Callable[[Environment, Observation], Mapping[str, Action]]
@@ -83,28 +82,7 @@ def vec_obs_rows(obs: VecObs, obs_space: ObsSpace) -> list[Observation]:
 
 def same_batch(a: VecObs, b: VecObs) -> None:
     """Assert that two batches hold the same entities, masks, rewards, ends and metrics."""
-    assert a.features.keys() == b.features.keys()
-    for name in a.features:
-        assert a.features[name] == b.features[name], name
-    np.testing.assert_array_equal(a.global_features, b.global_features)
-    np.testing.assert_array_equal(a.reward, b.reward)
-    np.testing.assert_array_equal(a.done, b.done)
-    assert a.visible.keys() == b.visible.keys()
-    for name in a.visible:
-        assert a.visible[name] == b.visible[name], name
-    assert a.action_masks.keys() == b.action_masks.keys()
-    for name, mask in a.action_masks.items():
-        other = b.action_masks[name]
-        assert type(mask) is type(other), name
-        assert mask.actors == other.actors, name
-        if isinstance(mask, VecSelectEntityMask):
-            assert mask.actees == other.actees, name  # type: ignore[union-attr]
-        assert (mask.mask is None) == (other.mask is None), name
-        if mask.mask is not None:
-            assert mask.mask == other.mask, name
-    assert a.metrics.keys() == b.metrics.keys()
-    for key in a.metrics:
-        np.testing.assert_allclose(a.metrics[key], b.metrics[key], rtol=1e-6, err_msg=key)
+    assert_vec_obs_equal(a, b, metrics_rtol=1e-6)
 
 
 @pytest.fixture
