@@ -19,8 +19,6 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 import argparse  # noqa: E402
-import cProfile  # noqa: E402
-import pstats  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -31,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _peer import machine  # noqa: E402
+from profiling import own_time_shares  # noqa: E402
 from results import replace_section  # noqa: E402
 
 from entityrl.env import RandomPolicy  # noqa: E402
@@ -72,20 +71,11 @@ def timed_run(
 
 def profile(name: str, kwargs: dict[str, Any], num_envs: int, steps: int) -> list[str]:
     """The functions with the most own time in ``steps`` steps, as "name (share)" strings."""
-    env = make_vec(name, num_envs, seed=0, **kwargs)
-    policy = RandomPolicy(env.action_space, seed=0)
-    obs = env.reset()
-    profiler = cProfile.Profile()
-    profiler.enable()
-    for _ in range(steps):
-        obs = env.act(policy.act(obs))
-    profiler.disable()
-    stats = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
-    total = sum(entry[2] for entry in stats.values())
-    heaviest = sorted(stats.items(), key=lambda item: item[1][2], reverse=True)[:8]
+    shares = own_time_shares(make_vec(name, num_envs, seed=0, **kwargs), steps)
+    heaviest = sorted(shares.items(), key=lambda item: item[1], reverse=True)[:8]
     return [
-        f"`{Path(file).name}:{function}` {100 * entry[2] / total:.0f}%"
-        for (file, _, function), entry in heaviest
+        f"`{Path(file).name}:{function}` {100 * share:.0f}%"
+        for (file, _, function), share in heaviest
     ]
 
 

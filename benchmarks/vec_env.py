@@ -9,16 +9,15 @@ Writes the "Vectorized environments (MineSweeper)" section of benchmarks/RESULTS
 from __future__ import annotations
 
 import argparse
-import cProfile
 import os
 import pickle
-import pstats
 import statistics
 import sys
 import time
 from collections.abc import Callable
 
 from _peer import machine, peer_available, run_peer
+from profiling import own_time_shares
 from results import replace_section
 
 from entityrl.env import ProcessVecEnv, RandomPolicy, VecEnv, VecObs
@@ -76,18 +75,10 @@ def transport_costs(envs_per_worker: int, steps: int) -> dict[str, float]:
 
 def parent_profile(env: VecEnv, steps: int) -> dict[str, float]:
     """Shares of the parent's time (cProfile) spent waiting for the workers and unpickling."""
-    policy = RandomPolicy(env.action_space, seed=0)
-    obs = env.reset()
-    profile = cProfile.Profile()
-    profile.enable()
-    for _ in range(steps):
-        obs = env.act(policy.act(obs))
-    profile.disable()
-    stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
-    total = sum(entry[2] for entry in stats.values())
+    shares = own_time_shares(env, steps)
 
     def own_time(name: str) -> float:
-        return sum(entry[2] for key, entry in stats.items() if key[2] == name) / total
+        return sum(share for key, share in shares.items() if key[2] == name)
 
     return {
         "waiting": own_time("<method 'poll' of 'select.poll' objects>"),
