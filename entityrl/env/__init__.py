@@ -33,6 +33,7 @@ from entityrl.env.validator import (
     ValidatingEnvironment,
     validate_observation,
     validate_spaces,
+    validate_vec_obs,
 )
 from entityrl.env.vec_env import EnvFactory, EpisodeTracker, SerialVecEnv, VecEnv
 from entityrl.env.vec_obs import VecActionMask, VecCategoricalMask, VecObs, VecSelectEntityMask
@@ -74,4 +75,5 @@ __all__ = [
     "VecSelectEntityMask",
     "validate_observation",
     "validate_spaces",
+    "validate_vec_obs",
 ]

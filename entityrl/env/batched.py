@@ -14,6 +14,7 @@ from collections.abc import Mapping
 import numpy as np
 import numpy.typing as npt
 
+from entityrl.env.validator import validate_spaces, validate_vec_obs
 from entityrl.env.vec_env import EpisodeTracker, VecEnv, check_actions
 from entityrl.env.vec_obs import VecObs
 from entityrl.ragged import RaggedArray
@@ -27,14 +28,20 @@ class BatchedEnvironment(VecEnv):
     returning reward and done) and :meth:`observe` (the current state as a VecObs; reward,
     done and metrics are filled in here), and may implement :meth:`episode_metrics`. Copies
     whose episode ended are reset automatically.
+
+    With ``validate`` (also settable as the attribute :attr:`validate` before the first
+    ``reset``, which is how ``make_vec(..., validate=True)`` turns it on for any subclass), the
+    declared spaces and every batch from ``reset`` and ``act`` are checked
+    (:func:`~entityrl.env.validator.validate_vec_obs`).
     """
 
-    def __init__(self, num_envs: int, seed: int | None = None) -> None:
+    def __init__(self, num_envs: int, seed: int | None = None, *, validate: bool = False) -> None:
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         self.num_envs = num_envs
         self.rng = np.random.default_rng(seed)
         self.episodes = EpisodeTracker(num_envs)
+        self.validate = validate
         self._last: VecObs | None = None
 
     @abstractmethod
@@ -62,8 +69,9 @@ class BatchedEnvironment(VecEnv):
         obs = self.observe()
         obs.reward = np.zeros(self.num_envs, dtype=np.float32)
         obs.done = np.zeros(self.num_envs, dtype=np.bool_)
-        self._last = obs
-        return obs
+        if self.validate:
+            validate_spaces(self.obs_space, self.action_space, type(self).__name__)
+        return self._checked(obs)
 
     def act(self, actions: Mapping[str, RaggedArray]) -> VecObs:
         if self._last is None:
@@ -79,6 +87,12 @@ class BatchedEnvironment(VecEnv):
         obs.done = done
         obs.metrics = self.episodes.step(obs.reward, done)
         obs.metrics.update(env_metrics)
+        return self._checked(obs)
+
+    def _checked(self, obs: VecObs) -> VecObs:
+        if self.validate:
+            name = type(self).__name__
+            validate_vec_obs(obs, self.obs_space, self.action_space, name, rows=self.num_envs)
         self._last = obs
         return obs
 
@@ -87,7 +101,10 @@ class BatchedEnvironment(VecEnv):
         return pickle.dumps(self.__dict__)
 
     def set_state(self, state: bytes) -> VecObs:
+        # Validation is a setting of this object, not part of the simulation's state.
+        validate = self.validate
         self.__dict__.update(pickle.loads(state))
+        self.validate = validate
         if self._last is None:
             raise ValueError("the saved state was taken before reset()")
         return self._last

@@ -4,7 +4,9 @@ Wrap an environment in :class:`ValidatingEnvironment` (or pass ``validate=True``
 while developing it: its declarations, every observation from ``reset`` and ``act``, and every
 action given to ``act`` are checked, and the first broken rule raises
 :class:`EnvValidationError` naming the environment, the entity or action type, the field, what
-was expected and what came.
+was expected and what came. A natively batched environment (``BatchedEnvironment`` with
+``validate=True``) has each of its batches checked by :func:`validate_vec_obs`, which also
+names the row.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ from entityrl.env.spaces import (
     ObsSpace,
     SelectEntityActionSpace,
 )
+from entityrl.env.vec_obs import VecCategoricalMask, VecObs, VecSelectEntityMask
+from entityrl.ragged import RaggedArray
 
 _MASK_FOR_SPACE: dict[type, type] = {
     CategoricalActionSpace: CategoricalActionMask,
@@ -105,9 +109,11 @@ def validate_observation(
     _ObservationCheck(obs, obs_space, action_space, env_name).run()
 
 
-class _ObservationCheck:
-    """The rules for one observation. Cheap numpy checks first; the slow per-item search for
-    the culprit runs only once a rule is known to be broken."""
+class _Check:
+    """What every set of rules starts from: the value checked (an instance of ``subject``),
+    the declared spaces, and the environment to name in messages."""
+
+    subject = ""
 
     def __init__(
         self,
@@ -120,10 +126,20 @@ class _ObservationCheck:
         self.obs_space = obs_space
         self.action_space = action_space
         self.env_name = env_name
-        self.counts: dict[str, int] = dict.fromkeys(obs_space.entities, 0)
 
     def fail(self, field: str, message: str) -> NoReturn:
-        raise EnvValidationError(f"{self.env_name}: Observation.{field}: {message}")
+        raise EnvValidationError(f"{self.env_name}: {self.subject}.{field}: {message}")
+
+
+class _ObservationCheck(_Check):
+    """The rules for one observation. Cheap numpy checks first; the slow per-item search for
+    the culprit runs only once a rule is known to be broken."""
+
+    subject = "Observation"
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.counts: dict[str, int] = dict.fromkeys(self.obs_space.entities, 0)
 
     def run(self) -> None:
         if not isinstance(self.obs, Observation):
@@ -421,6 +437,340 @@ class _ObservationCheck:
             self.fail(field, f"expected a finite number, got {value}")
 
 
+def validate_vec_obs(
+    obs: Any,
+    obs_space: ObsSpace,
+    action_space: Mapping[str, ActionSpace],
+    env_name: str = "environment",
+    rows: int | None = None,
+) -> None:
+    """Raise :class:`EnvValidationError` at the first rule the batch ``obs`` breaks.
+
+    The batch-level counterpart of :func:`validate_observation`, for environments that build
+    their :class:`~entityrl.env.vec_obs.VecObs` directly: every entity type's features are
+    float32 of the declared width and finite, and so are the global features; visibility has
+    one flag per entity; each action's actors (and actees) are entities of their row, listed
+    once, and a global action's actor is the row's pseudo-entity; masks have one row per actor
+    and leave every actor a legal choice; reward is finite and done boolean, one per row
+    (``rows`` of them, if given); metrics are finite, at most one value per ended episode.
+    All rows are checked at once; the message names the row of the first offender.
+    """
+    _VecObsCheck(obs, obs_space, action_space, env_name).run(rows)
+
+
+class _VecObsCheck(_Check):
+    """The rules for one batch, each a few numpy calls over all rows; locating the row (and
+    entity or actor) to blame happens only once a rule is known to be broken."""
+
+    subject = "VecObs"
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.rows = 0
+        self.counts = np.zeros(0, dtype=np.int64)  # entities per row
+
+    def run(self, rows: int | None) -> None:
+        if not isinstance(self.obs, VecObs):
+            raise EnvValidationError(
+                f"{self.env_name}: expected a VecObs, got {type(self.obs).__name__}"
+            )
+        self.check_reward_done(rows)
+        self.check_features()
+        self.check_global_features()
+        self.check_visible()
+        self.check_action_masks()
+        self.check_metrics()
+
+    # ---------------------------------------------------------------- per-row scalars
+    def check_reward_done(self, rows: int | None) -> None:
+        reward = self.per_row("reward", self.obs.reward, rows, "one reward per row")
+        self.rows = reward.shape[0]
+        if reward.dtype.kind != "f":
+            self.fail("reward", f"expected floating-point rewards, got dtype {reward.dtype}")
+        bad = ~np.isfinite(reward)
+        if bad.any():
+            row = int(np.flatnonzero(bad)[0])
+            self.fail("reward", f"row {row}: expected a finite number, got {reward[row]}")
+        done = self.per_row("done", self.obs.done, self.rows, "one flag per row")
+        if done.dtype != np.bool_:
+            self.fail("done", f"expected booleans, got dtype {done.dtype}")
+
+    def per_row(self, field: str, value: Any, rows: int | None, what: str) -> npt.NDArray[Any]:
+        if not isinstance(value, np.ndarray):
+            self.fail(field, f"expected a numpy array ({what}), got {type(value).__name__}")
+        if value.ndim != 1 or (rows is not None and value.shape[0] != rows):
+            want = "(rows,)" if rows is None else f"({rows},)"
+            self.fail(field, f"expected shape {want} ({what}), got shape {value.shape}")
+        return value
+
+    # ---------------------------------------------------------------- entities
+    def check_features(self) -> None:
+        self.same_names("features", self.obs.features, self.obs_space.entities, "entity type")
+        self.counts = np.zeros(self.rows, dtype=np.int64)
+        for name, entity in self.obs_space.entities.items():
+            field = f"features[{name!r}]"
+            names = entity.features
+            features = self.ragged(
+                field,
+                self.obs.features[name],
+                np.float32,
+                len(names),
+                f"{len(names)} features per entity ({_listed(names)})",
+            )
+            bad = ~np.isfinite(features.data)
+            if bad.any():
+                item, column = (int(k) for k in np.argwhere(bad)[0])
+                row, k = _place(features, item)
+                self.fail(
+                    field,
+                    f"row {row}, entity {k}: feature {names[column]!r}: expected a finite "
+                    f"number, got {features.data[item, column]}",
+                )
+            self.counts += features.lengths
+
+    def check_global_features(self) -> None:
+        names = self.obs_space.global_features
+        values = self.obs.global_features
+        shape = (self.rows, len(names))
+        want = f"{len(names)} global features per row ({_listed(names)})"
+        if not isinstance(values, np.ndarray) or values.shape != shape:
+            got = (
+                f"shape {values.shape}" if isinstance(values, np.ndarray) else type(values).__name__
+            )
+            self.fail("global_features", f"expected shape {shape} with {want}, got {got}")
+        if values.dtype != np.float32:
+            self.fail("global_features", f"expected dtype float32, got {values.dtype}")
+        bad = ~np.isfinite(values)
+        if bad.any():
+            row, column = (int(k) for k in np.argwhere(bad)[0])
+            self.fail(
+                "global_features",
+                f"row {row}: global feature {names[column]!r}: expected a finite number, "
+                f"got {values[row, column]}",
+            )
+
+    def check_visible(self) -> None:
+        for name, visible in self.obs.visible.items():
+            field = f"visible[{name!r}]"
+            if name not in self.obs_space.entities:
+                self.fail(
+                    field,
+                    f"unknown entity type {name!r}; declared types: "
+                    f"{_names(self.obs_space.entities)}",
+                )
+            flags = self.ragged(field, visible, np.bool_, 1, "one flag per entity")
+            self.same_lengths(
+                field, flags, self.obs.features[name].lengths, f"flags (one per {name} entity)"
+            )
+
+    # ---------------------------------------------------------------- actions
+    def check_action_masks(self) -> None:
+        self.same_names("action_masks", self.obs.action_masks, self.action_space, "action")
+        for name, space in self.action_space.items():
+            field = f"action_masks[{name!r}]"
+            mask = self.obs.action_masks[name]
+            expected = (
+                VecSelectEntityMask
+                if isinstance(space, SelectEntityActionSpace)
+                else VecCategoricalMask
+            )
+            if not isinstance(mask, expected):
+                self.fail(
+                    field,
+                    f"expected a {expected.__name__} for a {type(space).__name__}, "
+                    f"got {type(mask).__name__}",
+                )
+            actors = self.ragged(
+                f"{field}.actors", mask.actors, np.int64, 1, "one entity index per actor"
+            )
+            if isinstance(space, GlobalCategoricalActionSpace):
+                self.global_actor(f"{field}.actors", actors)
+            else:
+                self.entities_of_row(f"{field}.actors", actors, "actor")
+            if isinstance(mask, VecCategoricalMask):
+                self.categorical_mask(f"{field}.mask", mask, actors, space.choices)  # type: ignore[union-attr]
+            else:
+                self.select_entity_mask(field, mask, actors)
+
+    def global_actor(self, field: str, actors: RaggedArray) -> None:
+        """At most one actor per row: the pseudo-entity whose index is the entity count."""
+        crowded = np.flatnonzero(actors.lengths > 1)
+        if crowded.size:
+            row = int(crowded[0])
+            self.fail(
+                field,
+                f"row {row}: expected at most one actor (the row's pseudo-entity), "
+                f"got {actors.lengths[row]}",
+            )
+        rows = actors.row_index()
+        wrong = np.flatnonzero(actors.data[:, 0] != self.counts[rows])
+        if wrong.size:
+            item = int(wrong[0])
+            row = int(rows[item])
+            self.fail(
+                field,
+                f"row {row}: expected the pseudo-entity {self.counts[row]} (the number of "
+                f"entities in the row) to take the global action, got {actors.data[item, 0]}",
+            )
+
+    def entities_of_row(self, field: str, indices: RaggedArray, role: str) -> None:
+        """Every index names an entity of its row, and none twice in a row."""
+        rows = indices.row_index()
+        index = indices.data[:, 0]
+        outside = np.flatnonzero((index < 0) | (index >= self.counts[rows]))
+        if outside.size:
+            item = int(outside[0])
+            row = int(rows[item])
+            self.fail(
+                field,
+                f"row {row}: expected {role}s among the row's entities [0, {self.counts[row]}), "
+                f"got {role} index {index[item]}",
+            )
+        # One number per (row, entity): equal numbers are the same entity twice in a row.
+        keys = rows * (int(self.counts.max(initial=0)) + 1) + index
+        order = np.argsort(keys, kind="stable")
+        repeated = np.flatnonzero(keys[order][1:] == keys[order][:-1])
+        if repeated.size:
+            item = int(order[repeated[0] + 1])
+            self.fail(
+                field,
+                f"row {rows[item]}: expected each {role} once, got entity {index[item]} again",
+            )
+
+    def categorical_mask(
+        self, field: str, mask: VecCategoricalMask, actors: RaggedArray, choices: Sequence[str]
+    ) -> None:
+        if mask.mask is None:
+            return
+        want = f"{len(choices)} choices per actor ({_listed(choices)})"
+        legal = self.ragged(field, mask.mask, np.bool_, len(choices), want)
+        self.same_lengths(field, legal, actors.lengths, "rows of choices (one per actor)")
+        dead = np.flatnonzero(~legal.data.any(axis=1))
+        if dead.size:
+            item = int(dead[0])
+            row, _ = _place(legal, item)
+            self.fail(
+                field,
+                f"row {row}, actor {actors.data[item, 0]}: expected at least one legal choice, "
+                "got every choice masked out; leave the actor out instead",
+            )
+
+    def select_entity_mask(
+        self, field: str, mask: VecSelectEntityMask, actors: RaggedArray
+    ) -> None:
+        actees = self.ragged(
+            f"{field}.actees", mask.actees, np.int64, 1, "one entity index per actee"
+        )
+        self.entities_of_row(f"{field}.actees", actees, "actee")
+        stranded = np.flatnonzero((actors.lengths > 0) & (actees.lengths == 0))
+        if stranded.size:
+            row = int(stranded[0])
+            self.fail(
+                field,
+                f"row {row}: expected at least one entity to select for its "
+                f"{actors.lengths[row]} actors, got none; give the row no actors when nothing "
+                "can be selected",
+            )
+        if mask.mask is None:
+            return
+        legal = self.ragged(f"{field}.mask", mask.mask, np.bool_, 1, "one flag per pair")
+        self.same_lengths(
+            f"{field}.mask", legal, actors.lengths * actees.lengths, "flags (actors x actees)"
+        )
+        if not actors.items:
+            return
+        # Actor-major: each actor's flags are one contiguous block, never empty (see above).
+        widths = np.repeat(actees.lengths, actors.lengths)
+        alive = np.logical_or.reduceat(legal.data[:, 0], np.cumsum(widths) - widths)
+        dead = np.flatnonzero(~alive)
+        if dead.size:
+            item = int(dead[0])
+            row, _ = _place(actors, item)
+            self.fail(
+                f"{field}.mask",
+                f"row {row}, actor {actors.data[item, 0]}: expected at least one legal actee, "
+                "got every actee masked out; leave the actor out instead",
+            )
+
+    # ---------------------------------------------------------------- metrics
+    def check_metrics(self) -> None:
+        metrics = self.obs.metrics
+        if not isinstance(metrics, Mapping):
+            self.fail(
+                "metrics",
+                f"expected a dict of metric name -> values, got {type(metrics).__name__}",
+            )
+        ended = int(self.obs.done.sum())
+        for key, values in metrics.items():
+            if not isinstance(key, str):
+                self.fail("metrics", f"expected metric names to be strings, got {key!r}")
+            field = f"metrics[{key!r}]"
+            want = f"at most one value per episode that ended on this step ({ended})"
+            if not isinstance(values, np.ndarray) or values.ndim != 1 or values.size > ended:
+                got = (
+                    f"shape {values.shape}"
+                    if isinstance(values, np.ndarray)
+                    else type(values).__name__
+                )
+                self.fail(field, f"expected a 1-D array of {want}, got {got}")
+            if values.dtype.kind not in _NUMERIC_KINDS:
+                self.fail(field, f"expected numbers, got dtype {values.dtype}")
+            bad = np.flatnonzero(~np.isfinite(values))
+            if bad.size:
+                self.fail(f"{field}[{bad[0]}]", f"expected a finite number, got {values[bad[0]]}")
+
+    # ---------------------------------------------------------------- shared
+    def same_names(self, field: str, given: Any, declared: Mapping[str, Any], kind: str) -> None:
+        """``given`` is a dict with exactly the ``declared`` keys."""
+        if not isinstance(given, Mapping):
+            self.fail(field, f"expected a dict of {kind} -> values, got {type(given).__name__}")
+        missing = [name for name in declared if name not in given]
+        unknown = [name for name in given if name not in declared]
+        problems = []
+        if missing:
+            problems.append(f"none for {', '.join(map(repr, missing))}")
+        if unknown:
+            problems.append(f"unknown {', '.join(map(repr, unknown))}")
+        if problems:
+            self.fail(
+                field,
+                f"expected one entry per declared {kind} ({_names(declared)}), got "
+                + "; ".join(problems),
+            )
+
+    def ragged(self, field: str, value: Any, dtype: type, width: int, what: str) -> RaggedArray:
+        """``value`` as a RaggedArray of one row per environment, ``width`` columns of
+        ``dtype`` (``what`` says what the columns are) and consistent row lengths."""
+        if not isinstance(value, RaggedArray):
+            self.fail(field, f"expected a RaggedArray, got {type(value).__name__}")
+        if value.size0 != self.rows:
+            self.fail(field, f"expected {self.rows} rows (one per environment), got {value.size0}")
+        if value.features != width:
+            self.fail(field, f"expected {what}, got width {value.features}")
+        if value.dtype != dtype:
+            self.fail(field, f"expected dtype {np.dtype(dtype)}, got {value.dtype}")
+        negative = np.flatnonzero(value.lengths < 0)
+        if negative.size:
+            row = int(negative[0])
+            self.fail(field, f"row {row}: expected a length >= 0, got {value.lengths[row]}")
+        if int(value.lengths.sum()) != value.items:
+            self.fail(
+                field,
+                f"expected row lengths that add up to its {value.items} items, "
+                f"got {int(value.lengths.sum())}",
+            )
+        return value
+
+    def same_lengths(
+        self, field: str, value: RaggedArray, lengths: npt.NDArray[np.int64], what: str
+    ) -> None:
+        """Row ``r`` of ``value`` has ``lengths[r]`` items (``what`` says what they are)."""
+        wrong = np.flatnonzero(value.lengths != lengths)
+        if wrong.size:
+            row = int(wrong[0])
+            self.fail(field, f"row {row}: expected {lengths[row]} {what}, got {value.lengths[row]}")
+
+
 def validate_actions(
     actions: Any,
     last: Observation,
@@ -615,6 +965,12 @@ def _is_sequence(value: Any) -> bool:
 def _at(field: str, index: tuple[int, ...]) -> str:
     """The field of one value: ``field[i]`` for entity ``i``; the last axis is the feature."""
     return field + "".join(f"[{k}]" for k in index[:-1])
+
+
+def _place(array: RaggedArray, item: int) -> tuple[int, int]:
+    """The row of flat item ``item`` of ``array`` and its position within that row."""
+    row = int(np.searchsorted(array.offsets, item, side="right")) - 1
+    return row, item - int(array.offsets[row])
 
 
 def _listed(names: Sequence[str]) -> str:

@@ -90,7 +90,7 @@ def check_kwargs(name: str, kwargs: dict[str, Any]) -> None:
     """Reject keyword arguments the environment's constructor does not accept."""
     cls = lookup(name)
     params = inspect.signature(cls).parameters
-    accepted = [p for p in params if p not in ("num_envs", "seed")]
+    accepted = [p for p in params if p not in ("num_envs", "seed", "validate")]
     for key in kwargs:
         if key not in accepted:
             raise TypeError(
@@ -117,11 +117,16 @@ def make_vec(
     **kwargs: Any,
 ) -> VecEnv:
     """``num_envs`` copies of a registered environment: in this process, or split over
-    ``processes`` worker processes when ``processes > 1``."""
+    ``processes`` worker processes when ``processes > 1``. With ``validate``, every
+    observation (every batch, for a natively batched environment) is checked against the
+    declared spaces."""
     cls = lookup(name)
     check_kwargs(name, kwargs)
     if issubclass(cls, BatchedEnvironment):
-        return cls(num_envs=num_envs, seed=seed, **kwargs)  # type: ignore[call-arg]
+        env = cls(num_envs=num_envs, seed=seed, **kwargs)  # type: ignore[call-arg]
+        # Set after construction: a subclass need not pass the option on to the base class.
+        env.validate = validate
+        return env
     factory = functools.partial(cls, **kwargs)
     if processes > 1:
         return ProcessVecEnv(factory, num_envs, seed, num_workers=processes, validate=validate)

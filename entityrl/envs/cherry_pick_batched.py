@@ -32,9 +32,16 @@ class CherryPickBatched(BatchedEnvironment):
     Optimal return: 1.0.
     """
 
-    def __init__(self, num_envs: int, seed: int | None = None, num_cherries: int = 32) -> None:
+    def __init__(
+        self,
+        num_envs: int,
+        seed: int | None = None,
+        num_cherries: int = 32,
+        *,
+        validate: bool = False,
+    ) -> None:
         check_num_cherries("CherryPickBatched", num_cherries)
-        super().__init__(num_envs, seed)
+        super().__init__(num_envs, seed, validate=validate)
         self.num_cherries = num_cherries
         self.num_picks = num_cherries // 2
         self.obs_space = CHERRY_PICK_SPACE

@@ -41,6 +41,7 @@ class RiverNavigation(BatchedEnvironment):
         max_offset: int = 2,
         rivers: int = 4,
         task: int | None = None,
+        validate: bool = False,
     ) -> None:
         for name, value, low in (
             ("size", size, 3),
@@ -50,7 +51,7 @@ class RiverNavigation(BatchedEnvironment):
         ):
             if value < low:
                 raise ValueError(f"RiverNavigation: {name} must be >= {low}, got {value}")
-        super().__init__(num_envs, seed)
+        super().__init__(num_envs, seed, validate=validate)
         self.size = size
         self.horizon = horizon
         self.rivers = rivers

@@ -33,7 +33,8 @@ class SurvivalWorld(BatchedEnvironment):
     the class's preset, DayAndNight for this class), ``overrides`` (a nested mapping merged onto the config),
     ``life_limit`` (maximum satiety and thirst), ``reward`` (``dense``, ``sparse``,
     ``very_sparse``), ``observation`` (``entities``, ``nearest1``, ``nearest10_prey``,
-    ``nearest10``), ``actions`` (``full``, ``simple``), ``horizon`` (maximum episode length).
+    ``nearest10``), ``actions`` (``full``, ``simple``), ``horizon`` (maximum episode length),
+    ``validate`` (check every batch against the spaces, see :class:`BatchedEnvironment`).
 
     After each step, :attr:`last_outcome` tells what happened in each copy before any copy was
     reset: the event it caused (an index into ``rules.event_names``, -1 for none), the meters
@@ -58,9 +59,10 @@ class SurvivalWorld(BatchedEnvironment):
         observation: str = "entities",
         actions: str = "full",
         horizon: int | None = None,
+        validate: bool = False,
     ) -> None:
         source = config if config is not None else self.preset
-        super().__init__(num_envs, seed)
+        super().__init__(num_envs, seed, validate=validate)
         merged = dict(overrides or {})
         if horizon is not None:
             merged["horizon"] = horizon
