@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 
-from entityrl.cli.play import USAGE_ERROR, positive_int
+from entityrl.cli.arguments import USAGE_ERROR, positive_int
 from entityrl.training.agent import Evaluation
 
 

@@ -1,4 +1,5 @@
-"""Entry point of the ``entityrl`` command: one subcommand per module in this package.
+"""Entry point of the ``entityrl`` command: one subcommand per module in this package
+(:mod:`entityrl.cli.arguments` holds what they share).
 
 Each command module exposes ``add_parser(subparsers)``, which registers its subparser and sets
 ``func`` (called with the parsed arguments, returning an exit code).

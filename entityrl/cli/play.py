@@ -13,6 +13,7 @@ import sys
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
+from entityrl.cli.arguments import USAGE_ERROR, positive_int
 from entityrl.env import RandomPolicy, VecEnv, VecObs
 from entityrl.envs import make_vec
 from entityrl.play import Controller, HumanPlayer, make_console, play
@@ -22,8 +23,6 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from entityrl.training.agent import Agent
-
-USAGE_ERROR = 2
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -184,16 +183,6 @@ def parse_kwargs(text: str | None) -> dict[str, Any]:
         raise ValueError(
             f"--kwargs must be a JSON object such as '{{\"width\": 4}}', got {type(value).__name__}: {text!r}"
         )
-    return value
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
     return value
 
 

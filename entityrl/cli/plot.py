@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from entityrl.cli.play import USAGE_ERROR
+from entityrl.cli.arguments import USAGE_ERROR
 from entityrl.training.checkpoint import atomic_write
 from entityrl.training.run_log import METRICS_FILE, read_metrics
 

@@ -15,6 +15,7 @@ import math
 import sys
 from collections.abc import Sequence
 
+from entityrl.cli.arguments import USAGE_ERROR, positive_int
 from entityrl.envs.survival.actions import ACTION_MODES
 from entityrl.envs.survival.config import SurvivalConfigError, load_config
 from entityrl.envs.survival.metrics import (
@@ -24,8 +25,6 @@ from entityrl.envs.survival.metrics import (
 )
 from entityrl.envs.survival.observe import OBSERVATION_MODES
 from entityrl.envs.survival.rules import Rules
-
-USAGE_ERROR = 2
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -52,23 +51,23 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="a task of the config (repeatable; default: all)",
     )
     metrics.add_argument(
-        "--episodes", type=_positive_int, default=500, help="random episodes (default 500)"
+        "--episodes", type=positive_int, default=500, help="random episodes (default 500)"
     )
     metrics.add_argument(
         "--threshold", type=_fraction, default=0.9, help="TTMX threshold th (default 0.9)"
     )
     metrics.add_argument(
-        "--levels", type=_positive_int, default=4, help="goal difficulty levels (default 4)"
+        "--levels", type=positive_int, default=4, help="goal difficulty levels (default 4)"
     )
     metrics.add_argument(
         "--max-steps",
-        type=_positive_int,
+        type=positive_int,
         default=500,
         help="longest episode measured (default 500)",
     )
     metrics.add_argument(
         "--life-limit",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         help="satiety/thirst limit (default: --max-steps)",
     )
@@ -83,20 +82,20 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     _world_argument(pic)
     pic.add_argument(
-        "--policies", type=_positive_int, default=32, help="random policies (default 32)"
+        "--policies", type=positive_int, default=32, help="random policies (default 32)"
     )
     pic.add_argument(
-        "--episodes", type=_positive_int, default=32, help="episodes per policy (default 32)"
+        "--episodes", type=positive_int, default=32, help="episodes per policy (default 32)"
     )
-    pic.add_argument("--bins", type=_positive_int, default=16, help="return bins B (default 16)")
+    pic.add_argument("--bins", type=positive_int, default=16, help="return bins B (default 16)")
     pic.add_argument(
         "--life-limit",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         help="satiety/thirst limit (default: the config's)",
     )
     pic.add_argument(
-        "--max-steps", type=_positive_int, default=1000, help="longest episode (default 1000)"
+        "--max-steps", type=positive_int, default=1000, help="longest episode (default 1000)"
     )
     pic.add_argument(
         "--observation",
@@ -110,7 +109,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="also the PIC of each task's goal levels (deadlines from a random-policy metrics run)",
     )
     pic.add_argument(
-        "--levels", type=_positive_int, default=4, help="goal levels with --goals (default 4)"
+        "--levels", type=positive_int, default=4, help="goal levels with --goals (default 4)"
     )
     pic.add_argument(
         "--threshold", type=_fraction, default=0.9, help="TTMX threshold with --goals (default 0.9)"
@@ -264,13 +263,6 @@ def _steps(value: float, max_steps: int) -> str:
     if math.isinf(value):
         return f">{max_steps}"
     return f"{value:.0f}" if value == int(value) else f"{value:.1f}"
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
-    return value
 
 
 def _fraction(text: str) -> float:

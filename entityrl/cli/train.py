@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from entityrl.cli.arguments import USAGE_ERROR
 from entityrl.training.checkpoint import CheckpointError
 from entityrl.training.config import ConfigError, describe, load_config, to_yaml
 
@@ -44,12 +45,12 @@ def run(args: argparse.Namespace) -> int:
         source = str(Path(args.resume) / "config.yaml")
     if source is None:
         print("entityrl train: error: give an environment name or a config file", file=sys.stderr)
-        return 2
+        return USAGE_ERROR
     try:
         config = load_config(source, overrides)
     except ConfigError as err:
         print(f"entityrl train: error: {err}", file=sys.stderr)
-        return 2
+        return USAGE_ERROR
     if args.show_config:
         print(to_yaml(config), end="")
         return 0
@@ -57,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
         trainer = Trainer(config, resume=args.resume)
     except CheckpointError as err:
         print(f"entityrl train: error: {err}", file=sys.stderr)
-        return 2
+        return USAGE_ERROR
     result = trainer.run()
     state = "interrupted" if result.interrupted else "finished"
     shown = "n/a" if result.mean_return is None else f"{result.mean_return:.3f}"

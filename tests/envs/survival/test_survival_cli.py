@@ -79,3 +79,15 @@ def test_bad_option_values_are_refused(capsys: pytest.CaptureFixture[str]) -> No
     with pytest.raises(SystemExit):
         main(["survival", "metrics", "DayAndNight", "--threshold", "1.5"])
     assert "expected a number in (0, 1], got 1.5" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value", ["0", "three"])
+def test_counts_are_whole_numbers_of_at_least_one(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["survival", "metrics", "DayAndNight", "--episodes", value])
+    assert exit_info.value.code == 2
+    assert f"argument --episodes: expected a whole number >= 1, got '{value}'" in (
+        capsys.readouterr().err
+    )
