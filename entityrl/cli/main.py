@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 # Command modules, in the order ``entityrl --help`` lists them.
@@ -27,12 +28,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    importable_from_current_directory()
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
         return 130
+
+
+def importable_from_current_directory() -> None:
+    """Let ``module:Class`` environments name modules of the current directory, as they can
+    under ``python -m``; the installed command's own path holds only its script. Appended, so
+    that a file here never shadows an installed module."""
+    here = os.getcwd()
+    if here not in sys.path and "" not in sys.path:
+        sys.path.append(here)
 
 
 if __name__ == "__main__":

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from entityrl.cli.arguments import USAGE_ERROR
 from entityrl.training.checkpoint import CheckpointError
-from entityrl.training.config import ConfigError, describe, load_config, to_yaml
+from entityrl.training.config import ConfigError, TrainConfig, describe, load_config, to_yaml
+
+if TYPE_CHECKING:
+    from entityrl.training.runner import TrainResult
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -65,9 +70,18 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"{state} after {result.steps:,} steps in {result.seconds:.0f}s; "
         f"mean return of the last episodes: {shown}\n"
-        f"run directory: {result.run_dir}\n"
-        f"  evaluate: entityrl eval {result.run_dir}\n"
-        f"  watch:    entityrl play {config.env.id} --agent {result.run_dir}\n"
-        f"  continue: entityrl train --resume {result.run_dir} total_timesteps=..."
+        f"run directory: {result.run_dir}\n" + next_commands(config, result)
     )
     return 0
+
+
+def next_commands(config: TrainConfig, result: TrainResult) -> str:
+    """Commands that evaluate, watch and continue the run, each ready to paste into a shell
+    started in the current directory."""
+    run = shlex.quote(str(result.run_dir))
+    more = "" if result.interrupted else f" total_timesteps={2 * config.total_timesteps}"
+    return (
+        f"  evaluate: entityrl eval {run}\n"
+        f"  watch:    entityrl play {shlex.quote(config.env.id)} --agent {run}\n"
+        f"  continue: entityrl train --resume {run}{more}"
+    )

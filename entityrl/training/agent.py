@@ -205,17 +205,18 @@ def make_eval_env(
 ) -> VecEnv:
     """``num_envs`` copies of the agent's environment, seeded with ``seed``.
 
-    Registered environments are built from the run's config (name and constructor arguments).
-    A run on a custom environment needs it passed as ``env`` (its class or a zero-argument
-    factory). Raises :class:`AgentError` if the environment cannot be built or its spaces
-    differ from the agent's.
+    Registered environments, and custom ones named by import path (``module:Class``), are built
+    from the run's config (name and constructor arguments). A run on another custom environment
+    needs it passed as ``env`` (its class or a zero-argument factory). Raises
+    :class:`AgentError` if the environment cannot be built or its spaces differ from the
+    agent's.
     """
     from entityrl.envs import REGISTRY, make_vec
 
     env_config = agent.config.env
     if env is not None:
         vec_env: VecEnv = SerialVecEnv(env, num_envs, seed)
-    elif env_config.id not in REGISTRY:
+    elif env_config.id not in REGISTRY and ":" not in env_config.id:
         raise AgentError(
             f"the agent was trained on {env_config.id!r}, which is not a registered "
             f"environment: pass the environment from Python (make_eval_env(agent, "
@@ -225,6 +226,8 @@ def make_eval_env(
     else:
         try:
             vec_env = make_vec(env_config.id, num_envs, seed=seed, **env_config.kwargs)
+        except KeyError as err:  # a "module:Class" path that does not import here
+            raise AgentError(f"cannot build the agent's environment: {err.args[0]}") from None
         except (TypeError, ValueError) as err:
             raise AgentError(
                 f"cannot build {env_config.id} with the run's arguments {env_config.kwargs}: {err}"

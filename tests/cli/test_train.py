@@ -1,0 +1,77 @@
+"""``entityrl train``: the commands it prints at the end work as printed."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+
+from entityrl.cli.main import main
+
+ENV_MODULE = '''
+from entityrl.envs.move_to_origin import MoveToOrigin
+
+
+class ShortWalk(MoveToOrigin):
+    """MoveToOrigin under another name, outside entityrl. Optimal return: as MoveToOrigin's."""
+'''
+# Eight PPO iterations of a tiny network on five-step episodes: a second or so.
+TINY = [
+    "env.kwargs={max_steps: 5}",
+    "rollout.num_envs=8",
+    "rollout.steps=10",
+    "total_timesteps=640",
+    "net.d_model=8",
+    "net.n_head=1",
+    "net.n_layer=1",
+    "ppo.update_epochs=1",
+    "log.tensorboard=false",
+    "log.progress=false",
+    "torch_threads=1",
+]
+
+
+def printed_commands(out: str) -> dict[str, list[str]]:
+    """The "evaluate", "watch" and "continue" commands, split as a shell would."""
+    commands = {}
+    for line in out.splitlines():
+        label, _, command = line.strip().partition(": ")
+        if label in ("evaluate", "watch", "continue"):
+            commands[label] = shlex.split(command)
+    return commands
+
+
+def test_the_printed_commands_work_for_an_environment_given_by_import_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the command adds the current directory
+    monkeypatch.setenv("COLUMNS", "200")
+    (tmp_path / "walk_module.py").write_text(ENV_MODULE)
+    run_dir = tmp_path / "my runs" / "walk"  # a space, which the commands must quote
+
+    assert main(["train", "walk_module:ShortWalk", *TINY, f"log.run_dir={run_dir}"]) == 0
+    commands = printed_commands(capsys.readouterr().out)
+
+    assert commands["evaluate"] == ["entityrl", "eval", str(run_dir)]
+    assert main([*commands["evaluate"][1:], "--episodes", "2"]) == 0
+    assert "2 episodes" in capsys.readouterr().out
+
+    assert commands["watch"] == [
+        "entityrl",
+        "play",
+        "walk_module:ShortWalk",
+        "--agent",
+        str(run_dir),
+    ]
+    assert main([*commands["watch"][1:], "--steps", "6", "--delay", "0"]) == 0
+    # The agent acted, and the run's own max_steps applies: one episode ended.
+    assert "6 steps, 1 episode ended, mean return " in capsys.readouterr().out
+
+    assert commands["continue"] == [
+        "entityrl", "train", "--resume", str(run_dir), "total_timesteps=1280"
+    ]  # fmt: skip
+    assert main(commands["continue"][1:]) == 0
+    assert "finished after 1,280 steps" in capsys.readouterr().out
