@@ -9,7 +9,7 @@ import sys
 import numpy as np
 
 from entityrl.cli.arguments import USAGE_ERROR, positive_int
-from entityrl.training.agent import Evaluation
+from entityrl.training.agent import DEFAULT_MAX_EPISODE_STEPS, Evaluation
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -50,6 +50,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         metavar="K",
         help="environments played side by side (default: 16, at most --episodes)",
     )
+    parser.add_argument(
+        "--max-steps",
+        type=positive_int,
+        default=DEFAULT_MAX_EPISODE_STEPS,
+        metavar="T",
+        help="give up on an episode that lasts longer than this "
+        f"(default: {DEFAULT_MAX_EPISODE_STEPS:,})",
+    )
     parser.set_defaults(func=run)
 
 
@@ -64,12 +72,11 @@ def run(args: argparse.Namespace) -> int:
     torch.set_num_threads(1)
     try:
         agent = load_agent(args.checkpoint, deterministic=args.deterministic, seed=args.seed)
-        env = make_eval_env(agent, min(args.num_envs, args.episodes), args.seed)
+        with make_eval_env(agent, min(args.num_envs, args.episodes), args.seed) as env:
+            result = evaluate(agent, env, args.episodes, args.max_steps)
     except (CheckpointError, AgentError) as err:
         print(f"entityrl eval: error: {err}", file=sys.stderr)
         return USAGE_ERROR
-    with env:
-        result = evaluate(agent, env, args.episodes)
     mode = "most probable actions" if args.deterministic else "sampled actions"
     print(
         f"{agent.config.env.id} agent trained {agent.step:,} steps ({agent.path}): "

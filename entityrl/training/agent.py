@@ -31,10 +31,13 @@ from entityrl.training.checkpoint import (
 )
 from entityrl.training.config import ConfigError, TrainConfig, from_dict
 
+DEFAULT_MAX_EPISODE_STEPS = 100_000
+"""The longest episode :func:`evaluate` waits for by default."""
+
 
 class AgentError(ValueError):
-    """A trained agent cannot be used as asked: its environment is unknown, or differs from
-    the one it was trained on."""
+    """A trained agent cannot be used as asked: its environment is unknown, differs from the
+    one it was trained on, or never ends an episode under it."""
 
 
 class Agent:
@@ -260,23 +263,33 @@ class Evaluation:
         return float(np.std(self.metrics[name]))
 
 
-def evaluate(agent: Agent, env: VecEnv, episodes: int) -> Evaluation:
+def evaluate(
+    agent: Agent, env: VecEnv, episodes: int, max_steps: int = DEFAULT_MAX_EPISODE_STEPS
+) -> Evaluation:
     """Let ``agent`` play ``episodes`` complete episodes in ``env`` (reset first).
 
     Environment ``i`` contributes its first ``episodes // num_envs`` episodes (one more for the
     first ``episodes % num_envs``), so short episodes are not over-represented: the result is
-    the same as playing each environment's share one after the other.
+    the same as playing each environment's share one after the other. An episode still needed
+    that lasts more than ``max_steps`` steps raises :class:`AgentError`: the environment may
+    never end it under this agent.
     """
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
+    if max_steps < 1:
+        raise ValueError(f"max_steps must be >= 1, got {max_steps}")
     agent.check_env(env)
     quota = np.full(env.num_envs, episodes // env.num_envs)
     quota[: episodes % env.num_envs] += 1
     counted = np.zeros(env.num_envs, dtype=np.int64)
+    lengths = np.zeros(env.num_envs, dtype=np.int64)  # of each environment's current episode
     collected: dict[str, list[npt.NDArray[np.float64]]] = {}
     obs = env.reset()
     while (counted < quota).any():
         obs = env.act(agent.act(obs))
+        lengths += 1
+        lengths[obs.done] = 0
+        _check_episode_lengths(lengths, counted < quota, max_steps)
         ended = np.flatnonzero(obs.done)
         if not ended.size:
             continue
@@ -290,6 +303,20 @@ def evaluate(agent: Agent, env: VecEnv, episodes: int) -> Evaluation:
                 # environments; it is kept only when every episode of this step counts.
                 collected.setdefault(name, []).append(values)
     return Evaluation(episodes, {name: np.concatenate(v) for name, v in collected.items()})
+
+
+def _check_episode_lengths(
+    lengths: npt.NDArray[np.int64], needed: npt.NDArray[np.bool_], max_steps: int
+) -> None:
+    """Raise if an environment whose episode is still ``needed`` has played ``max_steps``
+    steps of it without an end."""
+    stuck = np.flatnonzero(needed & (lengths >= max_steps))
+    if stuck.size:
+        raise AgentError(
+            f"the episode of environment {stuck[0]} has not ended after {max_steps:,} steps "
+            "(max_steps): under this agent its episodes may never end. Give the environment "
+            "a step limit, or allow longer episodes with a larger max_steps"
+        )
 
 
 __all__ = [

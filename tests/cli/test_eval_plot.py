@@ -148,6 +148,13 @@ def test_eval_rejects_zero_episodes(run_dir, capsys):
     assert "expected a whole number >= 1, got '0'" in capsys.readouterr().err
 
 
+def test_eval_of_episodes_longer_than_max_steps_is_a_one_line_error(run_dir, capsys):
+    code, _, err = run_cli(capsys, "eval", run_dir, "--max-steps", MAX_STEPS - 1)
+    assert code == 2
+    assert err.startswith("entityrl eval: error: the episode of environment 0 has not ended")
+    assert len(err.strip().splitlines()) == 1
+
+
 # ---------------------------------------------------------------------------- plot
 def test_plot_writes_a_png_beside_the_run_and_nothing_else(run_dir, tmp_path, capsys):
     copy = shutil.copytree(run_dir, tmp_path / "run")

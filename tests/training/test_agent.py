@@ -222,6 +222,36 @@ def test_evaluation_needs_at_least_one_episode(run_dir):
         evaluate(agent, env, 0)
 
 
+class Endless(MoveToOrigin):
+    """MoveToOrigin whose episodes never end."""
+
+    def act(self, actions: Mapping[str, Action]) -> Observation:
+        obs = super().act(actions)
+        obs.done = False
+        return obs
+
+
+def test_evaluation_gives_up_on_an_episode_that_does_not_end(run_dir):
+    agent = load_agent(run_dir, seed=0)
+    with (
+        make_eval_env(agent, num_envs=2, env=Endless) as env,
+        pytest.raises(
+            AgentError, match="the episode of environment 0 has not ended after 50 steps"
+        ),
+    ):
+        evaluate(agent, env, 2, max_steps=50)
+
+
+def test_episodes_of_exactly_max_steps_are_evaluated(run_dir):
+    agent = load_agent(run_dir, seed=0)
+    with make_eval_env(agent, num_envs=2) as env:
+        assert evaluate(agent, env, 4, max_steps=MAX_STEPS).returns.shape == (4,)
+        with pytest.raises(AgentError, match=f"has not ended after {MAX_STEPS - 1} steps"):
+            evaluate(agent, env, 4, max_steps=MAX_STEPS - 1)
+        with pytest.raises(ValueError, match="max_steps must be >= 1, got 0"):
+            evaluate(agent, env, 4, max_steps=0)
+
+
 # ---------------------------------------------------------------------------- bad checkpoints
 def _truncated(run_dir: Path, path: Path) -> None:
     data = (run_dir / "checkpoint.pt").read_bytes()
