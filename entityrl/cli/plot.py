@@ -107,7 +107,8 @@ def plot_runs(run_dirs: Sequence[Path], out: Path, metrics: Sequence[str] | None
 
 
 def load_records(run_dir: Path) -> Records:
-    """The records of a run's metrics.jsonl; a PlotError saying what is missing otherwise."""
+    """The records of a run's metrics.jsonl (but a last line still being written); a
+    PlotError saying what is missing or malformed otherwise."""
     if not run_dir.is_dir():
         raise PlotError(f"{run_dir} is not a directory (expected a training run directory)")
     try:
@@ -119,7 +120,9 @@ def load_records(run_dir: Path) -> Records:
     except json.JSONDecodeError as err:
         raise PlotError(f"{run_dir / METRICS_FILE}: line {err.lineno} is not JSON") from None
     if not records:
-        raise PlotError(f"{run_dir / METRICS_FILE} is empty: the run has not logged yet")
+        raise PlotError(
+            f"{run_dir / METRICS_FILE} holds no complete record: the run has not logged yet"
+        )
     return records
 
 

@@ -8,6 +8,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from entityrl.training.checkpoint import atomic_write
+
 METRICS_FILE = "metrics.jsonl"
 
 
@@ -45,15 +47,13 @@ class RunLog:
             )
 
     def _truncate_after(self, step: int) -> None:
-        """Drop lines logged after the checkpoint we resume from (they will be redone)."""
+        """Drop records logged after the checkpoint we resume from (they will be redone), and
+        a last line the interrupted run left half-written."""
         if not self.path.exists():
             return
-        kept = [
-            line
-            for line in self.path.read_text().splitlines()
-            if line.strip() and json.loads(line).get("step", 0) <= step
-        ]
-        self.path.write_text("".join(line + "\n" for line in kept))
+        kept = [r for r in read_metrics(self.path.parent) if r.get("step", 0) <= step]
+        text = "".join(json.dumps(r) + "\n" for r in kept)
+        atomic_write(self.path, lambda f: f.write(text), mode="w")
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
         clean = {k: float(v) for k, v in metrics.items() if v is not None and math.isfinite(v)}
@@ -75,8 +75,29 @@ class RunLog:
 
 
 def read_metrics(run_dir: str | Path) -> list[dict[str, float]]:
-    """All records of a run's metrics.jsonl."""
+    """All complete records of a run's metrics.jsonl.
+
+    A run that is still logging may be caught halfway through writing its last line: a last
+    line that is not JSON is left out. Any other line that is not JSON raises
+    :class:`json.JSONDecodeError`, whose ``lineno`` is that line's number in the file.
+    """
     path = Path(run_dir) / METRICS_FILE
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist (is {run_dir} a run directory?)")
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    text = path.read_text()
+    lines = text.splitlines(keepends=True)
+    last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
+    records = []
+    start = 0  # offset of the current line in ``text``
+    for i, line in enumerate(lines):
+        if line.strip():
+            try:
+                # Without its line break, so that an error at the end stays on this line.
+                records.append(json.loads(line.rstrip("\r\n")))
+            except json.JSONDecodeError as err:
+                if i == last:
+                    break
+                # Located in the whole file, so that the error names the file's line.
+                raise json.JSONDecodeError(err.msg, text, start + err.pos) from None
+        start += len(line)
+    return records

@@ -15,6 +15,7 @@ import torch
 
 from entityrl.cli.eval import format_table
 from entityrl.cli.main import main
+from entityrl.cli.plot import load_records
 from entityrl.training import Evaluation, evaluate, load_agent, make_eval_env, train
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -180,10 +181,11 @@ def test_plot_overlays_runs_and_chooses_metrics_by_short_name(run_dir, tmp_path,
     "content, message",
     [
         (None, "has no metrics.jsonl (is it a training run directory?)"),
-        ("", "metrics.jsonl is empty: the run has not logged yet"),
-        ('{"step": 1,\n', "metrics.jsonl: line 1 is not JSON"),
+        ("", "metrics.jsonl holds no complete record: the run has not logged yet"),
+        ('{"step": 1, "a": ', "metrics.jsonl holds no complete record: the run has not logged yet"),
+        ('{"step": 1}\n{"step": 2,\n{"step": 3}\n', "metrics.jsonl: line 2 is not JSON"),
     ],
-    ids=["no metrics file", "empty", "not JSON"],
+    ids=["no metrics file", "empty", "first line half-written", "not JSON"],
 )
 def test_plot_explains_a_directory_without_metrics(tmp_path, capsys, content, message):
     if content is not None:
@@ -192,6 +194,16 @@ def test_plot_explains_a_directory_without_metrics(tmp_path, capsys, content, me
     assert code == 2
     assert message in err
     assert not list(tmp_path.glob("*.png"))
+
+
+def test_plot_of_a_run_that_is_writing_leaves_out_its_half_written_last_line(tmp_path, capsys):
+    records = [{"step": 8, "a/loss": 1.0}, {"step": 16, "a/loss": 0.5}]
+    complete = "".join(json.dumps(r) + "\n" for r in records)
+    (tmp_path / "metrics.jsonl").write_text(complete + '{"step": 24, "a/lo')
+    assert load_records(tmp_path) == records
+    code, _, err = run_cli(capsys, "plot", tmp_path, "--metrics", "loss")
+    assert code == 0, err
+    assert (tmp_path / "learning_curves.png").read_bytes().startswith(PNG_SIGNATURE)
 
 
 def test_plot_of_a_missing_directory_says_so(tmp_path, capsys):
