@@ -8,9 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-PEER_PYTHON = Path(
-    os.environ.get("ENTITYRL_PEER_PYTHON", Path.home() / ".cache/peers/enn-trainer/bin/python")
-)
+# The setup script's default directory (../shared/peers/setup-enn-trainer.sh).
+DEFAULT_PEER_DIR = Path.home() / ".cache/peers/enn-trainer"
+PEER_PYTHON = Path(os.environ.get("ENTITYRL_PEER_PYTHON", DEFAULT_PEER_DIR / "bin/python"))
 PEER_SCRIPTS = Path(__file__).parent / "peer"
 
 
@@ -18,12 +18,30 @@ def peer_available() -> bool:
     return PEER_PYTHON.exists()
 
 
+def missing_peer_message() -> str:
+    """Where the reference interpreter was looked for, how to install it and how to point the
+    benchmarks at it."""
+    source = (
+        "set by ENTITYRL_PEER_PYTHON"
+        if "ENTITYRL_PEER_PYTHON" in os.environ
+        else "the default; ENTITYRL_PEER_PYTHON is not set"
+    )
+    return (
+        f"reference stack not found at {PEER_PYTHON} ({source}). Install it with "
+        f"../shared/peers/setup-enn-trainer.sh [DIR] (run from the repository root; default DIR: "
+        f"{DEFAULT_PEER_DIR}), then, for another DIR, export ENTITYRL_PEER_PYTHON=DIR/bin/python"
+    )
+
+
 def require_peer() -> None:
     if not peer_available():
-        sys.exit(
-            f"reference stack not found at {PEER_PYTHON}; install it with "
-            "../shared/peers/setup-enn-trainer.sh DIR and set ENTITYRL_PEER_PYTHON=DIR/bin/python"
-        )
+        sys.exit(missing_peer_message())
+
+
+def note_if_peer_missing() -> None:
+    """For benchmarks whose peer columns are optional: say on stderr why they stay empty."""
+    if not peer_available():
+        print(f"note: {missing_peer_message()}; the peer's figures are left out", file=sys.stderr)
 
 
 def run_peer(script: str, *args: object, timeout: float = 3600) -> dict:

@@ -23,7 +23,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _peer import machine, peer_available, run_peer
+from _peer import machine, note_if_peer_missing, peer_available, run_peer
 from results import replace_section
 
 from entityrl.env import RandomPolicy, VecEnv
@@ -64,6 +64,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
+    note_if_peer_missing()
     n, steps, repeats = args.num_envs, args.steps, args.repeats
 
     lines = [

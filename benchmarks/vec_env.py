@@ -16,7 +16,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from _peer import machine, peer_available, run_peer
+from _peer import machine, note_if_peer_missing, peer_available, run_peer
 from profiling import own_time_shares
 from results import replace_section
 
@@ -93,6 +93,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
+    note_if_peer_missing()
     load = os.getloadavg()[0]
 
     # name -> (entityrl vec env, entity-gym counterpart in the peer script's output)
