@@ -302,6 +302,16 @@ def _jsonable(state: dict[str, Any]) -> dict[str, Any]:
             for k, v in state.items()}  # fmt: skip
 
 
+def _env_name(env: EnvFactory | type[Environment]) -> str:
+    """How a run records a custom environment: ``module:Class`` when it can be imported again
+    (so ``entityrl eval`` and ``entityrl play`` can rebuild it), else the bare name."""
+    name = getattr(env, "__qualname__", None) or type(env).__name__
+    module = getattr(env, "__module__", None)
+    if isinstance(env, type) and module and module != "__main__" and "<locals>" not in name:
+        return f"{module}:{name}"
+    return name
+
+
 def train(
     env: EnvSource | None = None,
     config: TrainConfig | str | Path | None = None,
@@ -329,8 +339,7 @@ def train(
         custom = env is not None and not isinstance(env, str)
         config = load_config(source, list(overrides), check_env=not custom)
     if env is not None and not isinstance(env, str):
-        name = getattr(env, "__name__", type(env).__name__)
-        config.env.id = name
+        config.env.id = _env_name(env)
     elif isinstance(env, str):
         config.env.id = env
     return Trainer(config, env, resume).run()
