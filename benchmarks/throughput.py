@@ -23,8 +23,9 @@ sides: samples per second = environment steps / seconds from the start of the fi
 the end of the last iteration, its logging included (imports and the construction of
 environments and network excluded); memory = the peak proportional set size of the trainer's
 process tree (trainer plus environment workers, shared pages split between the processes that
-share them), sampled every 0.1 s by this script, and the max RSS of its largest process. Writes the "End-to-end training throughput"
-section of RESULTS.md (medians of ``--runs`` runs; the two trainers alternate).
+share them), sampled every second by this script, and the max RSS of its largest process.
+Writes the "End-to-end training throughput" section of RESULTS.md (medians of ``--runs``
+runs; the two trainers alternate).
 
 ``--returns`` trains entityrl alone, CherryPick to 250k and PickMatchingBalls to 500k steps
 (the environment arguments of enn-trainer's published configs for them), with entityrl's
@@ -107,7 +108,10 @@ RETURN_RUNS = {
         "> 0.995",
     ),
 }
-SAMPLE_SECONDS = 0.1
+# Reading a large process's PSS makes the kernel walk its page tables (some 30 ms): sample
+# once a second, so that measuring takes a few percent of a core, not a quarter.
+MEMORY_SAMPLE_SECONDS = 1.0
+POLL_SECONDS = 0.05
 TITLE = "End-to-end training throughput"
 RETURNS_TITLE = "End-to-end training returns"
 
@@ -240,6 +244,7 @@ def measure(command: list[str], env: dict[str, str], timeout: float) -> dict:
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen(command, stdout=out, stderr=err, text=True, env=env)
         peak = 0
+        next_sample = started
         while True:
             # wait4 rather than poll: it also reports the largest RSS of the process and of the
             # descendants it waited for.
@@ -247,12 +252,15 @@ def measure(command: list[str], env: dict[str, str], timeout: float) -> dict:
             if pid:
                 proc.returncode = os.waitstatus_to_exitcode(status)
                 break
-            peak = max(peak, tree_pss(proc.pid))
-            if time.monotonic() - started > timeout:
+            now = time.monotonic()
+            if now >= next_sample:
+                peak = max(peak, tree_pss(proc.pid))
+                next_sample = now + MEMORY_SAMPLE_SECONDS
+            if now - started > timeout:
                 proc.kill()
                 proc.wait()
                 raise RuntimeError(f"{command[1:3]} took more than {timeout:.0f} s")
-            time.sleep(SAMPLE_SECONDS)
+            time.sleep(POLL_SECONDS)
         out.seek(0)
         err.seek(0)
         if proc.returncode != 0:
@@ -360,7 +368,7 @@ def write_throughput(
         "excluded on both sides); medians of "
         f"{args.runs} runs, the two trainers alternating. Memory: peak PSS of the trainer's "
         "process tree (environment workers included; shared pages split between the processes "
-        "that share them), sampled every 0.1 s / max RSS of its largest single process. The "
+        "that share them), sampled every second / max RSS of its largest single process. The "
         "machine's 2 cores are shared with other jobs: absolute figures move with "
         "their load, so the ratio between the two trainers of the same run is what counts. "
         "Rollout share: the part of entityrl's loop spent collecting rollouts (the rest is the "
