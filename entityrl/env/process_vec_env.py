@@ -110,6 +110,7 @@ class ProcessVecEnv(VecEnv):
         self._conns: list[Connection] = []
         self._procs: list[Any] = []
         self._last: VecObs | None = None
+        self._pending: set[int] = set()
         self._closed = False
         try:
             for k in range(workers):
@@ -194,6 +195,7 @@ class ProcessVecEnv(VecEnv):
 
     def act(self, actions: Mapping[str, RaggedArray]) -> VecObs:
         self._ensure_open()
+        self._require_idle()
         if self._last is None:
             raise RuntimeError("call reset() before act()")
         check_actions(actions, self._last, self.action_space)
@@ -201,6 +203,50 @@ class ProcessVecEnv(VecEnv):
             self._send(k, ("act", part))
         self._last = VecObs.concat(self._gather("stepping"), self.choices)
         return self._last
+
+    # ------------------------------------------------------------------ one worker at a time
+    # A caller can overlap its own work with the environments': send one worker its actions,
+    # and while that worker steps, compute the actions of another (see PipelinedSampler).
+    @property
+    def num_workers(self) -> int:
+        return len(self._conns)
+
+    def worker_obs(self, k: int) -> VecObs:
+        """The latest observation of worker ``k``'s environments (rows ``bounds[k]:bounds[k+1]``)."""
+        if self._last is None:
+            raise RuntimeError("call reset() before worker_obs()")
+        if k in self._pending:
+            raise RuntimeError(f"worker {k} is still stepping; call wait({k}) first")
+        return self._last.take(np.arange(self.bounds[k], self.bounds[k + 1]))
+
+    def act_async(self, k: int, actions: Mapping[str, RaggedArray], obs: VecObs) -> None:
+        """Start stepping worker ``k``'s environments with ``actions`` (answering ``obs``, its
+        latest observation); collect the result with :meth:`wait`."""
+        self._ensure_open()
+        if k in self._pending:
+            raise RuntimeError(f"worker {k} is already stepping; call wait({k}) first")
+        check_actions(actions, obs, self.action_space)
+        self._send(k, ("act", dict(actions)))
+        self._pending.add(k)
+
+    def wait(self, k: int) -> VecObs:
+        """The observation of worker ``k``'s environments after the step started by act_async."""
+        if k not in self._pending:
+            raise RuntimeError(f"worker {k} is not stepping")
+        part = self._receive(k, "stepping")
+        self._pending.discard(k)
+        self._last = None  # the whole-batch view is stale until reassembled
+        return part
+
+    def assemble(self, parts: list[VecObs]) -> VecObs:
+        """Adopt one latest observation per worker (from wait) as the batch's current one."""
+        self._require_idle()
+        self._last = VecObs.concat(parts, self.choices)
+        return self._last
+
+    def _require_idle(self) -> None:
+        if self._pending:
+            raise RuntimeError(f"workers {sorted(self._pending)} are still stepping")
 
     def render(self, index: int = 0) -> str:
         self._ensure_open()
@@ -212,6 +258,7 @@ class ProcessVecEnv(VecEnv):
 
     def get_state(self) -> bytes:
         self._ensure_open()
+        self._require_idle()
         for k in range(len(self._conns)):
             self._send(k, ("get_state", None))
         return pickle.dumps(self._gather("saving state"))

@@ -245,6 +245,14 @@ class RogueNet(nn.Module):
         """Sample actions for a batch of observations (no gradients)."""
         return self(self.prepare(obs), deterministic=deterministic)
 
+    @torch.inference_mode()
+    def values(self, obs: VecObs) -> torch.Tensor:
+        """State values of a batch of observations (no actions, no gradients)."""
+        batch = self.prepare(obs)
+        ctx = attention_context(batch.layout)
+        encoder = self.encoder if self.value_encoder is None else self.value_encoder
+        return self.value_head(row_mean(encoder(batch, ctx), batch.layout))
+
     def evaluate(self, obs: VecObs, actions: Mapping[str, RaggedArray]) -> PolicyOutput:
         """Log-probabilities and entropies of given actions, and values (with gradients)."""
         chosen = {name: torch.from_numpy(a.data[:, 0]) for name, a in actions.items()}

@@ -55,6 +55,8 @@ class RolloutConfig:
     """Steps per environment per rollout; a rollout has num_envs * steps samples."""
     processes: int = 1
     """Worker processes stepping the environments (1: step them in the training process)."""
+    pipeline: bool = True
+    """With processes > 1, compute one worker's actions while the others step."""
 
     def __post_init__(self) -> None:
         require_positive(

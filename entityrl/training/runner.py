@@ -31,7 +31,7 @@ from entityrl.training import checkpoint as ckpt
 from entityrl.training.config import TrainConfig, load_config, to_dict, to_yaml
 from entityrl.training.progress import ProgressReporter
 from entityrl.training.run_log import RunLog
-from entityrl.training.sampler import Sampler
+from entityrl.training.sampler import make_sampler
 
 EnvSource = str | EnvFactory | type[Environment]
 
@@ -146,7 +146,9 @@ class Trainer:
             # small the optimizer step is otherwise a visible share of every update.
             fused=True,
         )
-        self.sampler = Sampler(self.env, self.net, config.rollout.steps)
+        self.sampler = make_sampler(
+            self.env, self.net, config.rollout.steps, config.rollout.pipeline
+        )
         self.step = 0
         self.iteration = 0
         self.recent_returns: collections.deque[float] = collections.deque(maxlen=100)
