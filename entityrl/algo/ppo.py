@@ -14,6 +14,7 @@ import numpy.typing as npt
 import torch
 from torch import nn
 
+from entityrl.algo.reduce import Reducer
 from entityrl.algo.rollout import Minibatch, Rollout
 from entityrl.nn.rogue_net import PolicyOutput, RogueNet
 
@@ -137,10 +138,23 @@ def ppo_losses(out: PolicyOutput, batch: Minibatch, cfg: PPOConfig) -> LossTerms
     return LossTerms(policy, entropy, 0.5 * error.sum(), approx_kl, clipped)
 
 
-def normalize(advantages: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
-    if advantages.shape[0] < 2:
+def normalize(advantages: npt.NDArray[np.float32], reducer: Reducer) -> npt.NDArray[np.float32]:
+    """Zero mean, unit variance over the minibatch (all processes' parts of it)."""
+    count, total, squares = reducer.sum(
+        [
+            advantages.shape[0],
+            advantages.sum(dtype=np.float64),
+            np.square(advantages, dtype=np.float64).sum(),
+        ]
+    )
+    if count < 2:
         return advantages
-    return (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+    mean = total / count
+    std = np.sqrt(max(squares / count - mean**2, 0.0))
+    return ((advantages - mean) / (std + 1e-8)).astype(np.float32)
+
+
+STATS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac")
 
 
 def ppo_update(
@@ -151,29 +165,36 @@ def ppo_update(
     optim: OptimConfig,
     ent_coef: float,
     rng: np.random.Generator,
+    reducer: Reducer | None = None,
 ) -> dict[str, float]:
-    """Several epochs of minibatch gradient steps on one rollout; returns averaged statistics."""
-    totals: dict[str, float] = {}
+    """Several epochs of minibatch gradient steps on one rollout; returns averaged statistics.
+
+    In a data-parallel run each process holds its share of the rollout and takes its share
+    (``optim.bs / world_size`` rows) of every minibatch; ``reducer`` combines counts, statistics
+    and gradients so that every process takes the same step as one process with all the data.
+    """
+    reducer = reducer or Reducer()
+    totals = dict.fromkeys((*STATS, "grad_norm"), 0.0)
     updates = epochs = 0
-    micro_bs = optim.micro_bs or optim.bs
+    bs = optim.bs // reducer.world_size
+    micro_bs = (optim.micro_bs or optim.bs) // reducer.world_size
     for _ in range(ppo.update_epochs):
         epochs += 1
-        epoch_kl, epoch_actors = 0.0, 0
+        epoch_kl, epoch_actors = 0.0, 0.0
         order = rng.permutation(rollout.num_rows)
-        for start in range(0, rollout.num_rows, optim.bs):
-            rows = order[start : start + optim.bs]
+        for start in range(0, rollout.num_rows, bs):
+            rows = order[start : start + bs]
             advantages = rollout.advantages[rows]
             if ppo.norm_adv:
-                advantages = normalize(advantages)
-            # Losses are sums divided by the counts of the whole minibatch, so accumulating
-            # micro-batches gives the same gradient as one big batch.
-            n_actors = max(sum(int(a.lengths[rows].sum()) for a in rollout.actions.values()), 1)
-            n_rows = rows.shape[0]
+                advantages = normalize(advantages, reducer)
+            # Losses are sums divided by the counts of the whole minibatch, so micro-batches
+            # (and the parts of other processes) add up to the gradient of one big batch.
+            local_actors = sum(int(a.lengths[rows].sum()) for a in rollout.actions.values())
+            n_actors, n_rows = reducer.sum([local_actors, rows.shape[0]])
+            n_actors = max(n_actors, 1.0)
             optimizer.zero_grad(set_to_none=True)
-            stats = dict.fromkeys(
-                ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac"), 0.0
-            )
-            for micro in range(0, n_rows, micro_bs):
+            local = np.zeros(len(STATS))
+            for micro in range(0, rows.shape[0], micro_bs):
                 part = slice(micro, micro + micro_bs)
                 batch = rollout.minibatch(rows[part], advantages[part])
                 terms = ppo_losses(net.evaluate(batch.obs, batch.actions), batch, ppo)
@@ -183,17 +204,22 @@ def ppo_update(
                     + ppo.vf_coef * terms.value / n_rows
                 )
                 loss.backward()
-                stats["policy_loss"] += terms.policy.item() / n_actors
-                stats["value_loss"] += terms.value.item() / n_rows
-                stats["entropy"] += terms.entropy.item() / n_actors
-                stats["approx_kl"] += terms.approx_kl / n_actors
-                stats["clipfrac"] += terms.clipped / n_actors
-            stats["grad_norm"] = float(
+                local += [
+                    terms.policy.item() / n_actors,
+                    terms.value.item() / n_rows,
+                    terms.entropy.item() / n_actors,
+                    terms.approx_kl / n_actors,
+                    terms.clipped / n_actors,
+                ]
+            reducer.sum_gradients(net.parameters())
+            grad_norm = float(
                 nn.utils.clip_grad_norm_(net.parameters(), optim.max_grad_norm, foreach=True)
             )
             optimizer.step()
+            stats = dict(zip(STATS, reducer.sum(local), strict=True))
+            stats["grad_norm"] = grad_norm
             for key, value in stats.items():
-                totals[key] = totals.get(key, 0.0) + value
+                totals[key] += value
             updates += 1
             epoch_kl += stats["approx_kl"] * n_actors
             epoch_actors += n_actors

@@ -10,7 +10,7 @@ from torch import nn
 
 from entityrl.env.spaces import ObsSpace
 from entityrl.env.vec_obs import VecObs
-from entityrl.nn.input_norm import RunningNorm
+from entityrl.nn.input_norm import Combine, RunningNorm
 from entityrl.nn.layout import BatchLayout
 
 
@@ -154,11 +154,11 @@ class EntityEmbedding(nn.Module):
         return raw
 
     @torch.no_grad()
-    def update_normalizers(self, obs: VecObs) -> None:
+    def update_normalizers(self, obs: VecObs, combine: Combine | None = None) -> None:
         for name, feats in self.raw_features(obs).items():
             key = _module_key(name)
             if key in self.norms:
-                self.norms[key].update(feats)
+                self.norms[key].update(feats, combine)
 
     def forward(self, raw: dict[str, torch.Tensor], layout: BatchLayout) -> torch.Tensor:
         embedded = {}

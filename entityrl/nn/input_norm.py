@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import numpy as np
+import numpy.typing as npt
 import torch
 from torch import nn
+
+Combine = Callable[[npt.NDArray[np.float64]], npt.NDArray[np.float64]]
 
 
 class RunningNorm(nn.Module):
@@ -28,19 +34,29 @@ class RunningNorm(nn.Module):
         self.register_buffer("scale_inv_std", torch.ones(num_features))
 
     @torch.no_grad()
-    def update(self, x: torch.Tensor) -> None:
-        """Merge the statistics of ``x`` (items, features) into the running ones (Chan et al.)."""
-        n = x.shape[0]
+    def update(self, x: torch.Tensor, combine: Combine | None = None) -> None:
+        """Merge the statistics of ``x`` (items, features) into the running ones (Chan et al.).
+
+        ``combine`` sums an array over the processes of a data-parallel run, so that every
+        process merges the statistics of all processes' items and they stay identical.
+        """
+        x64 = x.to(torch.float64)
+        sums = np.concatenate([[x64.shape[0]], x64.sum(dim=0).numpy(), (x64**2).sum(dim=0).numpy()])
+        if combine is not None:
+            sums = combine(sums)
+        n = float(sums[0])
         if n == 0:
             return
-        x64 = x.to(torch.float64)
-        batch_mean = x64.mean(dim=0)
-        batch_m2 = ((x64 - batch_mean) ** 2).sum(dim=0)
-        total = self.count + n
+        width = self.mean.shape[0]
+        total = torch.from_numpy(sums[1 : 1 + width])
+        squares = torch.from_numpy(sums[1 + width :])
+        batch_mean = total / n
+        batch_m2 = (squares - n * batch_mean**2).clamp(min=0)
+        merged = self.count + n
         delta = batch_mean - self.mean
-        self.mean += delta * (n / total)
-        self.m2 += batch_m2 + delta**2 * (self.count * n / total)
-        self.count.copy_(total)
+        self.mean += delta * (n / merged)
+        self.m2 += batch_m2 + delta**2 * (self.count * n / merged)
+        self.count.copy_(merged)
         if self.count > 1:
             std = torch.sqrt(self.m2 / (self.count - 1))
             # A constant feature keeps unit scale instead of exploding.

@@ -23,6 +23,7 @@ from entityrl.env.spaces import (
 from entityrl.env.vec_obs import VecCategoricalMask, VecObs, VecSelectEntityMask
 from entityrl.nn.embedding import EntityEmbedding, TranslationConfig
 from entityrl.nn.heads import CategoricalHead, HeadOutput, SelectEntityHead, ValueHead
+from entityrl.nn.input_norm import Combine
 from entityrl.nn.layout import (
     BatchLayout,
     SelectLayout,
@@ -259,11 +260,12 @@ class RogueNet(nn.Module):
         return self(self.prepare(obs), chosen)
 
     @torch.no_grad()
-    def update_normalizers(self, obs: VecObs) -> None:
-        """Fold a batch of observations into the running input statistics."""
-        self.encoder.embedding.update_normalizers(obs)
+    def update_normalizers(self, obs: VecObs, combine: Combine | None = None) -> None:
+        """Fold a batch of observations into the running input statistics (``combine`` sums
+        the statistics over the processes of a data-parallel run)."""
+        self.encoder.embedding.update_normalizers(obs, combine)
         if self.value_encoder is not None:
-            self.value_encoder.embedding.update_normalizers(obs)
+            self.value_encoder.embedding.update_normalizers(obs, combine)
 
 
 def _no_actors() -> HeadOutput:

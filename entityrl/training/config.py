@@ -99,6 +99,9 @@ class TrainConfig:
     """Seed of environments, network initialization and sampling."""
     torch_threads: int = 0
     """Threads torch may use (0: one per core, fewer when environment processes need cores)."""
+    world_size: int = 1
+    """Training processes (data-parallel): each steps num_envs / world_size environments and
+    takes its share of every minibatch; gradients are summed, so all take the same steps."""
     target_return: float | None = None
     """The mean episode return this configuration is known to reach within total_timesteps."""
 
@@ -106,6 +109,16 @@ class TrainConfig:
         require_positive("", total_timesteps=self.total_timesteps)
         if self.torch_threads < 0:
             raise ConfigError(f"torch_threads must be >= 0, got {self.torch_threads}")
+        require_positive("", world_size=self.world_size)
+        for key, value in (
+            ("rollout.num_envs", self.rollout.num_envs),
+            ("optim.bs", self.optim.bs),
+            ("optim.micro_bs", self.optim.micro_bs or self.world_size),
+        ):
+            if value % self.world_size:
+                raise ConfigError(
+                    f"{key} ({value}) must be a multiple of world_size ({self.world_size})"
+                )
 
     @property
     def batch_size(self) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import os
+import pickle
 import signal
 import time
 from collections.abc import Callable, Sequence
@@ -23,6 +24,7 @@ import numpy as np
 import torch
 
 from entityrl.algo.ppo import ppo_update
+from entityrl.algo.reduce import Reducer
 from entityrl.env.environment import Environment
 from entityrl.env.process_vec_env import ProcessVecEnv
 from entityrl.env.vec_env import EnvFactory, SerialVecEnv, VecEnv
@@ -50,17 +52,24 @@ class TrainResult:
 
 
 def make_env(
-    config: TrainConfig, env: EnvSource | None = None, num_envs: int | None = None
+    config: TrainConfig,
+    env: EnvSource | None = None,
+    num_envs: int | None = None,
+    seed_offset: int = 0,
 ) -> VecEnv:
-    """The vectorized environment of a config (or of a custom environment class/factory)."""
+    """The vectorized environment of a config (or of a custom environment class/factory).
+
+    Environment ``i`` is seeded with ``config.seed + seed_offset + i``.
+    """
     from entityrl.envs import make_vec
 
     n = num_envs or config.rollout.num_envs
+    seed = config.seed + seed_offset
     if env is None or isinstance(env, str):
         return make_vec(
             env or config.env.id,
             n,
-            seed=config.seed,
+            seed=seed,
             processes=config.rollout.processes,
             validate=config.env.validate,
             **config.env.kwargs,
@@ -68,13 +77,9 @@ def make_env(
     factory: EnvFactory = env  # a class or a zero-argument callable
     if config.rollout.processes > 1:
         return ProcessVecEnv(
-            factory,
-            n,
-            config.seed,
-            num_workers=config.rollout.processes,
-            validate=config.env.validate,
+            factory, n, seed, num_workers=config.rollout.processes, validate=config.env.validate
         )
-    return SerialVecEnv(factory, n, config.seed, validate=config.env.validate)
+    return SerialVecEnv(factory, n, seed, validate=config.env.validate)
 
 
 def default_run_dir(config: TrainConfig) -> Path:
@@ -85,8 +90,10 @@ def torch_threads(config: TrainConfig) -> int:
     if config.torch_threads:
         return config.torch_threads
     cores = os.cpu_count() or 1
-    # Environment workers need cores too; leave them half.
-    return cores if config.rollout.processes <= 1 else max(1, cores // 2)
+    # The cores are shared by the training processes. Environment workers are not counted:
+    # they idle during updates, when threads matter most (measured: 2 threads beat 1 on
+    # 2 cores with 2 environment workers).
+    return max(1, cores // config.world_size)
 
 
 class _StopFlag:
@@ -123,9 +130,15 @@ class Trainer:
         env: EnvSource | None = None,
         resume: str | Path | None = None,
         on_iteration: Callable[[dict[str, float]], None] | None = None,
+        reducer: Reducer | None = None,
     ) -> None:
         self.config = config
         self.on_iteration = on_iteration
+        # With several processes (see entityrl.training.distributed) each steps its share of
+        # the environments; the reducer combines what they compute. Rank 0 logs and saves.
+        self.reducer = reducer or Reducer()
+        self.rank = self.reducer.rank
+        self.combine = self.reducer.sum if self.reducer.world_size > 1 else None
         self.run_dir = (
             Path(resume) if resume else Path(config.log.run_dir or default_run_dir(config))
         )
@@ -133,10 +146,14 @@ class Trainer:
         if saved is not None:
             _check_resumable(saved, config)
         torch.set_num_threads(torch_threads(config))
-        torch.manual_seed(config.seed)
-        self.rng = np.random.default_rng(config.seed)
-        self.env = make_env(config, env)
+        torch.manual_seed(config.seed)  # the same initial network in every process
+        self.rng = np.random.default_rng(config.seed + self.rank)
+        per_rank = config.rollout.num_envs // self.reducer.world_size
+        # Environment i of rank r is seeded like environment r * per_rank + i of one process.
+        self.env = make_env(config, env, num_envs=per_rank, seed_offset=self.rank * per_rank)
         self.net = RogueNet(self.env.obs_space, self.env.action_space, config.net)
+        if self.rank:
+            torch.manual_seed(config.seed + self.rank)  # each rank samples its own actions
         self.optimizer = torch.optim.Adam(
             self.net.parameters(),
             lr=config.optim.lr,
@@ -155,15 +172,17 @@ class Trainer:
         if saved is not None:
             self._restore(saved)
         else:
-            self.net.update_normalizers(self.sampler.obs)
-        self.log = RunLog(
-            self.run_dir,
-            tensorboard=config.log.tensorboard,
-            wandb_project=config.log.wandb_project,
-            config=to_dict(config),
-            resume_step=self.step if saved is not None else None,
-        )
-        ckpt.atomic_write(self.run_dir / "config.yaml", lambda f: f.write(to_yaml(config)), "w")
+            self.net.update_normalizers(self.sampler.obs, self.combine)
+        self.log: RunLog | None = None
+        if self.rank == 0:
+            self.log = RunLog(
+                self.run_dir,
+                tensorboard=config.log.tensorboard,
+                wandb_project=config.log.wandb_project,
+                config=to_dict(config),
+                resume_step=self.step if saved is not None else None,
+            )
+            ckpt.atomic_write(self.run_dir / "config.yaml", lambda f: f.write(to_yaml(config)), "w")
 
     # ------------------------------------------------------------------ state
     def state(self) -> dict[str, Any]:
@@ -173,10 +192,13 @@ class Trainer:
             "optimizer": self.optimizer.state_dict(),
             "step": self.step,
             "iteration": self.iteration,
-            "rng": {
-                "torch": torch.get_rng_state(),
-                "numpy": _jsonable(self.rng.bit_generator.state),
-            },
+            # One entry per process: each samples actions and minibatches with its own RNGs.
+            "rng": self.reducer.gather(
+                {
+                    "torch": torch.get_rng_state(),
+                    "numpy": _jsonable(self.rng.bit_generator.state),
+                }
+            ),
             "spaces": ckpt.spaces_to_data(self.env.obs_space, self.env.action_space),
             "recent_returns": list(self.recent_returns),
         }
@@ -186,19 +208,27 @@ class Trainer:
         # Environments that cannot save their state resume with fresh episodes.
         with contextlib.suppress(NotImplementedError):
             env_state = self.env.get_state()
-        return ckpt.save_checkpoint(self.run_dir, self.state(), env_state)
+        states = self.reducer.gather(env_state)
+        state = self.state()
+        path = self.run_dir / ckpt.CHECKPOINT_FILE
+        if self.rank == 0:
+            saved_envs = None if any(s is None for s in states) else pickle.dumps(states)
+            path = ckpt.save_checkpoint(self.run_dir, state, saved_envs)
+        self.reducer.gather(None)  # no process runs ahead of a checkpoint being written
+        return path
 
     def _restore(self, saved: dict[str, Any]) -> None:
         self.net.load_state_dict(saved["model"])
         self.optimizer.load_state_dict(saved["optimizer"])
         self.step = int(saved["step"])
         self.iteration = int(saved["iteration"])
-        torch.set_rng_state(saved["rng"]["torch"])
-        self.rng.bit_generator.state = saved["rng"]["numpy"]
+        rng = saved["rng"][self.rank]
+        torch.set_rng_state(rng["torch"])
+        self.rng.bit_generator.state = rng["numpy"]
         self.recent_returns.extend(saved.get("recent_returns", []))
-        env_state = ckpt.load_env_state(self.run_dir)
-        if env_state is not None:
-            self.sampler.obs = self.env.set_state(env_state)
+        env_states = ckpt.load_env_state(self.run_dir)
+        if env_states is not None:
+            self.sampler.obs = self.env.set_state(pickle.loads(env_states)[self.rank])
 
     # ------------------------------------------------------------------ loop
     def schedule(self) -> tuple[float, float]:
@@ -220,19 +250,20 @@ class Trainer:
         rollout = self.sampler.collect(cfg.ppo.gamma, cfg.ppo.gae_lambda)
         collected = time.perf_counter()
         stats = ppo_update(
-            self.net, self.optimizer, rollout, cfg.ppo, cfg.optim, ent_coef, self.rng
+            self.net, self.optimizer, rollout, cfg.ppo, cfg.optim, ent_coef, self.rng, self.reducer
         )
         # Statistics change only between iterations, so the log-probabilities stored during a
         # rollout match what the update recomputes.
-        self.net.update_normalizers(rollout.obs)
+        self.net.update_normalizers(rollout.obs, self.combine)
         finished = time.perf_counter()
-        self.step += rollout.num_rows
+        self.step += rollout.num_rows * self.reducer.world_size
         self.iteration += 1
         metrics: dict[str, float] = {f"loss/{k}": v for k, v in stats.items()}
-        returns = rollout.metrics.get("episode_return")
+        episodes = _merge_metrics(self.reducer.gather(rollout.metrics))
+        returns = episodes.get("episode_return")
         if returns is not None and returns.size:
             self.recent_returns.extend(returns.tolist())
-        for key, values in rollout.metrics.items():
+        for key, values in episodes.items():
             metrics[f"episode/{key}"] = float(values.mean())
         variance = float(np.var(rollout.returns))
         metrics["loss/explained_variance"] = (
@@ -243,10 +274,19 @@ class Trainer:
         metrics["episodes"] = float(returns.size if returns is not None else 0)
         metrics["schedule/lr"] = lr
         metrics["schedule/ent_coef"] = ent_coef
-        metrics["perf/sps"] = rollout.num_rows / (finished - started)
+        metrics["perf/sps"] = rollout.num_rows * self.reducer.world_size / (finished - started)
         metrics["perf/rollout_seconds"] = collected - started
         metrics["perf/update_seconds"] = finished - collected
         return metrics
+
+    def _check_in_sync(self) -> None:
+        """The processes of a data-parallel run must hold identical parameters."""
+        if self.reducer.world_size == 1:
+            return
+        checksum = float(sum(p.detach().double().sum() for p in self.net.parameters()))
+        sums = self.reducer.gather(checksum)
+        if len(set(sums)) > 1:
+            raise RuntimeError(f"training processes diverged: parameter checksums {sums}")
 
     @property
     def mean_return(self) -> float | None:
@@ -258,29 +298,44 @@ class Trainer:
         next_checkpoint = (
             self.step // cfg.log.checkpoint_interval + 1
         ) * cfg.log.checkpoint_interval
-        progress = ProgressReporter(cfg.total_timesteps, self.step, enabled=cfg.log.progress)
+        progress = ProgressReporter(
+            cfg.total_timesteps, self.step, enabled=cfg.log.progress and self.rank == 0
+        )
         interrupted = False
         try:
             with _StopFlag() as stop, progress:
                 while self.step < cfg.total_timesteps:
                     metrics = self.train_iteration()
-                    self.log.log(self.step, metrics)
+                    if self.log is not None:
+                        self.log.log(self.step, metrics)
                     progress.update(self.step, metrics["perf/sps"], self.mean_return)
                     if self.on_iteration is not None:
                         self.on_iteration(metrics)
                     if self.step >= next_checkpoint:
                         self.save()
                         next_checkpoint += cfg.log.checkpoint_interval
-                    if stop.requested:
+                    # Every process stops after the same iteration, whichever saw the Ctrl-C.
+                    if self.reducer.sum([stop.requested])[0] > 0:
                         interrupted = True
                         break
             path = self.save()
+            self._check_in_sync()
         finally:
-            self.log.close()
+            if self.log is not None:
+                self.log.close()
             self.env.close()
         return TrainResult(
             self.run_dir, path, self.step, self.mean_return, time.time() - started, interrupted
         )
+
+
+def _merge_metrics(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """The episode metrics of all processes, concatenated per name."""
+    merged: dict[str, list[np.ndarray]] = {}
+    for part in parts:
+        for key, values in part.items():
+            merged.setdefault(key, []).append(values)
+    return {key: np.concatenate(values) for key, values in merged.items()}
 
 
 def _check_resumable(saved: dict[str, Any], config: TrainConfig) -> None:
@@ -344,6 +399,10 @@ def train(
         config.env.id = _env_name(env)
     elif isinstance(env, str):
         config.env.id = env
+    if config.world_size > 1:
+        from entityrl.training.distributed import launch
+
+        return launch(config, env, resume)
     return Trainer(config, env, resume).run()
 
 
