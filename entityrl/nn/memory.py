@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+import os
 
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
@@ -21,7 +22,10 @@ _THRESHOLD = 1 << 30
 
 @functools.cache
 def reuse_large_allocations() -> bool:
-    """Apply once per process; False where the C library is not glibc."""
+    """Apply once per process; False where the C library is not glibc, or when the environment
+    variable ``ENTITYRL_KEEP_MALLOC`` is set (to keep the C library's defaults)."""
+    if os.environ.get("ENTITYRL_KEEP_MALLOC"):
+        return False
     name = ctypes.util.find_library("c")
     if name is None:
         return False
