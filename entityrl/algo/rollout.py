@@ -28,10 +28,6 @@ class Minibatch:
     def num_rows(self) -> int:
         return self.obs.num_rows
 
-    @property
-    def num_actors(self) -> int:
-        return sum(a.items for a in self.actions.values())
-
 
 @dataclass
 class Rollout:

@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -276,8 +275,3 @@ def _no_actors() -> HeadOutput:
 def _key(name: str) -> str:
     """ModuleDict keys may not contain dots; action names may."""
     return name.replace(".", "\u2024")
-
-
-def actor_rows(obs: VecObs) -> dict[str, np.ndarray]:
-    """For each action, the row of every actor (to broadcast per-row quantities to actors)."""
-    return {name: mask.actors.row_index() for name, mask in obs.action_masks.items()}

@@ -8,7 +8,6 @@ The environments' own state (to continue episodes exactly where they were) is pi
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import pickle
 import tempfile
@@ -164,7 +163,3 @@ def config_differences(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -
         elif va != vb:
             diffs.append(f"{prefix}{key}")
     return diffs
-
-
-def is_dataclass_instance(value: Any) -> bool:
-    return dataclasses.is_dataclass(value) and not isinstance(value, type)
