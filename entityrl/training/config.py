@@ -98,7 +98,7 @@ class TrainConfig:
     seed: int = 1
     """Seed of environments, network initialization and sampling."""
     torch_threads: int = 0
-    """Threads torch may use (0: one per core, fewer when environment processes need cores)."""
+    """Threads torch may use (0: OMP_NUM_THREADS if set, else the cores / world_size)."""
     world_size: int = 1
     """Training processes (data-parallel): each steps num_envs / world_size environments and
     takes its share of every minibatch; gradients are summed, so all take the same steps."""

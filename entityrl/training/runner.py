@@ -86,9 +86,13 @@ def default_run_dir(config: TrainConfig) -> Path:
     return Path("runs") / f"{config.env.id}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def torch_threads(config: TrainConfig) -> int:
+def torch_threads(config: TrainConfig) -> int | None:
+    """Threads for torch: the config's, else OMP_NUM_THREADS's (None: leave torch as it is),
+    else one per core shared among the training processes."""
     if config.torch_threads:
         return config.torch_threads
+    if os.environ.get("OMP_NUM_THREADS"):
+        return None
     cores = os.cpu_count() or 1
     # The cores are shared by the training processes. Environment workers are not counted:
     # they idle during updates, when threads matter most (measured: 2 threads beat 1 on
@@ -145,7 +149,9 @@ class Trainer:
         saved = ckpt.load_checkpoint(self.run_dir) if resume else None
         if saved is not None:
             _check_resumable(saved, config)
-        torch.set_num_threads(torch_threads(config))
+        threads = torch_threads(config)
+        if threads is not None:
+            torch.set_num_threads(threads)
         torch.manual_seed(config.seed)  # the same initial network in every process
         self.rng = np.random.default_rng(config.seed + self.rank)
         per_rank = config.rollout.num_envs // self.reducer.world_size
