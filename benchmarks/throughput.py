@@ -294,6 +294,18 @@ def run_reference(name: str, processes: int, total: int, seed: int, torch_thread
 
 
 # ---------------------------------------------------------------------------- throughput
+def entityrl_revision() -> str:
+    """The commit of the entityrl tree measured, and whether its package has local changes."""
+    repo = Path(__file__).resolve().parent.parent
+    git = ["git", "-C", str(repo)]
+    head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    changed = subprocess.run(
+        [*git, "status", "--porcelain", "--", "entityrl"], capture_output=True, text=True
+    )
+    dirty = " with uncommitted changes to entityrl/" if changed.stdout.strip() else ""
+    return f"entityrl at {head.stdout.strip() or 'unknown commit'}{dirty}"
+
+
 def peer_versions() -> str:
     """numpy and torch of the reference interpreter, where both trainers run."""
     probe = "import numpy, torch; print(f'numpy {numpy.__version__}, torch {torch.__version__}')"
@@ -309,6 +321,7 @@ def memory(answers: dict | list[dict]) -> str:
 
 
 def throughput(args: argparse.Namespace) -> None:
+    revision = entityrl_revision()
     load_before = os.getloadavg()
     results: dict[tuple[str, int], dict[str, list[dict]]] = {}
     for run in range(args.runs):
@@ -326,7 +339,7 @@ def throughput(args: argparse.Namespace) -> None:
                         flush=True,
                     )
     load_after = os.getloadavg()
-    write_throughput(args, results, load_before, load_after)
+    write_throughput(args, results, load_before, load_after, revision)
 
 
 def median_of(answers: list[dict], key: str) -> float:
@@ -338,6 +351,7 @@ def write_throughput(
     results: dict[tuple[str, int], dict[str, list[dict]]],
     load_before: tuple[float, ...],
     load_after: tuple[float, ...],
+    revision: str,
 ) -> None:
     threads = (
         f"{args.torch_threads} torch thread(s) on both sides (OMP_NUM_THREADS)"
@@ -355,7 +369,7 @@ def write_throughput(
         f"Machine: {machine()} (this script's interpreter); both trainers run in the "
         f"reference interpreter with "
         f"{peer_versions()}; load average {load_before[0]:.1f} before and "
-        f"{load_after[0]:.1f} after the run (1-minute).",
+        f"{load_after[0]:.1f} after the run (1-minute); {revision}.",
         "",
         "entityrl's trainer (through `entityrl.compat.entity_gym`) and enn-trainer 0.1.16 train "
         "on entity-gym 0.1.10's own example environments with the same settings: 128 "
@@ -399,6 +413,7 @@ def write_throughput(
 
 # ---------------------------------------------------------------------------- returns
 def returns(args: argparse.Namespace) -> None:
+    revision = entityrl_revision()
     rows = []
     for name, run in RETURN_RUNS.items():
         kwargs = [f"env.kwargs.{k}={json.dumps(v)}" for k, v in run.env_kwargs.items()]
@@ -417,7 +432,8 @@ def returns(args: argparse.Namespace) -> None:
     lines = [
         "Command: `python benchmarks/throughput.py --returns"
         + (f" --torch-threads {args.torch_threads}`" if args.torch_threads else "`"),
-        f"Machine: {machine()}; run in the reference interpreter with {peer_versions()}",
+        f"Machine: {machine()}; run in the reference interpreter with {peer_versions()}; "
+        f"{revision}.",
         "",
         "entityrl's trainer on entity-gym 0.1.10's CherryPick and PickMatchingBalls (through "
         "`entityrl.compat.entity_gym`), 1 environment process, seed 1, one run each, no "
@@ -446,8 +462,47 @@ def returns(args: argparse.Namespace) -> None:
 
 
 # ---------------------------------------------------------------------------- profile
+# Parts of a training iteration, as (label, path fragment, function name) of the function whose
+# cumulative time measures it; indentation shows what contains what.
+PROFILE_PARTS = (
+    ("training iteration", "training/runner.py", "train_iteration"),
+    ("  rollout (Sampler.collect)", "training/sampler.py", "collect"),
+    ("    policy forward (RogueNet.act)", "nn/rogue_net.py", "act"),
+    ("    environments (SerialVecEnv.act)", "env/vec_env.py", "act"),
+    ("      EntityGymEnvironment.act", "compat/entity_gym.py", "act"),
+    ("        entity-gym environment's own act", "entity_gym/examples/", "act"),
+    ("      Batcher.batch (observations -> VecObs)", "env/batching.py", "batch"),
+    ("      Batcher.unbatch (actions -> per env)", "env/batching.py", "unbatch"),
+    ("  PPO update (ppo_update)", "algo/ppo.py", "ppo_update"),
+    ("    forward with gradients (RogueNet.evaluate)", "nn/rogue_net.py", "evaluate"),
+    ("      batch preparation (RogueNet.prepare)", "nn/rogue_net.py", "prepare"),
+    (
+        "    backward (autograd engine)",
+        "~",
+        "<method 'run_backward' of 'torch._C._EngineBase' objects>",
+    ),
+    ("    Adam step", "torch/optim/adam.py", "step"),
+    ("  input normalizers (update_normalizers)", "nn/rogue_net.py", "update_normalizers"),
+)
+
+
+def where_time_goes(stats: pstats.Stats) -> list[tuple[str, float, float]]:
+    """(part, seconds, share of the training iterations) for :data:`PROFILE_PARTS`."""
+    table = stats.stats  # type: ignore[attr-defined]
+    seconds = []
+    for label, fragment, function in PROFILE_PARTS:
+        total = sum(
+            entry[3]
+            for (path, _, func), entry in table.items()
+            if func == function and fragment in path
+        )
+        seconds.append((label, total))
+    whole = seconds[0][1] or 1.0
+    return [(label, total, total / whole) for label, total in seconds]
+
+
 def profile(args: argparse.Namespace) -> None:
-    """cProfile entityrl's training loop on one environment; print the top functions."""
+    """cProfile entityrl's training loop on one environment; print where the time goes."""
     name = args.profile
     with tempfile.TemporaryDirectory() as tmp:
         stats_file = str(Path(tmp, "profile.out"))
@@ -456,9 +511,12 @@ def profile(args: argparse.Namespace) -> None:
         command += matched_overrides(args.processes[0], args.torch_threads)
         answer = measure(command, subprocess_env(args.torch_threads), timeout=3600)
         stats = pstats.Stats(stats_file)
-        print(f"{name}: {answer['sps']:,.0f} samples/s under cProfile; {answer}")
-        stats.sort_stats("cumulative").print_stats(r"entityrl|entity_gym|torch", 40)
-        stats.sort_stats("tottime").print_stats(25)
+    print(f"{name}, {args.processes[0]} process(es): {answer['sps']:,.0f} samples/s under cProfile")
+    print("\n| part of the training loop | seconds | share |\n| --- | ---: | ---: |")
+    for label, total, share in where_time_goes(stats):
+        print(f"| {label.replace('  ', '. ')} | {total:.2f} | {share:.1%} |")
+    print()
+    stats.sort_stats("tottime").print_stats(25)
 
 
 def main() -> None:
