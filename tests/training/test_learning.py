@@ -24,6 +24,16 @@ CASES = [
     ("floor_is_lava", [], 400, 0.95),
     ("move_to_origin", ["total_timesteps=65536"], 100, 0.85),
     ("cherry_pick", ["total_timesteps=40960"], 200, 0.85),
+    ("cherry_pick_batched", ["total_timesteps=40960"], 200, 0.85),
+    ("minesweeper", ["total_timesteps=81920"], 200, 0.85),
+    # Smaller instances than the shipped configs train on, to fit the time of a test.
+    ("pick_matching_balls", ["total_timesteps=61440", "env.kwargs.max_balls=8"], 200, 0.95),
+    (
+        "multi_snake",
+        ["total_timesteps=81920", "env.kwargs.max_snake_length=3", "env.kwargs.board_size=6"],
+        200,
+        0.7,
+    ),
 ]
 
 
