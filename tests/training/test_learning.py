@@ -28,6 +28,8 @@ CASES = [
     ("minesweeper", ["total_timesteps=81920"], 200, 0.85),
     # Smaller instances than the shipped configs train on, to fit the time of a test.
     ("pick_matching_balls", ["total_timesteps=61440", "env.kwargs.max_balls=8"], 200, 0.95),
+    ("treasure_hunt", ["total_timesteps=102400", "env.kwargs.num_traps=0"], 100, 3.5),
+    ("minefield", [], 200, 0.8),
     (
         "multi_snake",
         ["total_timesteps=81920", "env.kwargs.max_snake_length=3", "env.kwargs.board_size=6"],
