@@ -29,13 +29,13 @@ runs; the two trainers alternate).
 
 ``--returns`` trains entityrl alone, CherryPick to 250k and PickMatchingBalls to 500k steps
 (the environment arguments of enn-trainer's published configs for them), with entityrl's
-default settings and with the settings of those configs, and writes the "End-to-end training
-returns" section. ``--profile ENV`` profiles entityrl's training loop on ENV with
+default settings (and with ``--reference-settings`` also with those configs' settings, d_model
+128: hours on this machine), and writes the "End-to-end training returns" section. ``--profile ENV`` profiles entityrl's training loop on ENV with
 cProfile and prints where the time goes.
 
 usage: python benchmarks/throughput.py [--timesteps 65536] [--runs 3] [--envs CherryPick ...]
                                        [--processes 1 2] [--torch-threads N]
-       python benchmarks/throughput.py --returns
+       python benchmarks/throughput.py --returns [--reference-settings]
        python benchmarks/throughput.py --profile CherryPick
 """
 
@@ -418,10 +418,9 @@ def returns(args: argparse.Namespace) -> None:
     for name, run in RETURN_RUNS.items():
         kwargs = [f"env.kwargs.{k}={json.dumps(v)}" for k, v in run.env_kwargs.items()]
         threads = f"torch_threads={args.torch_threads}"
-        settings = {
-            "entityrl defaults": [threads],
-            "enn-trainer's config": [*run.reference_settings, threads],
-        }
+        settings = {"entityrl defaults": [threads]}
+        if args.reference_settings:
+            settings["enn-trainer's config"] = [*run.reference_settings, threads]
         for label, overrides in settings.items():
             with tempfile.TemporaryDirectory() as tmp:
                 command = [str(PEER_PYTHON), __file__, "--worker", name, str(run.steps), "1"]
@@ -431,6 +430,7 @@ def returns(args: argparse.Namespace) -> None:
             print(f"{name} ({label}): {answer}", flush=True)
     lines = [
         "Command: `python benchmarks/throughput.py --returns"
+        + (" --reference-settings" if args.reference_settings else "")
         + (f" --torch-threads {args.torch_threads}`" if args.torch_threads else "`"),
         f"Machine: {machine()}; run in the reference interpreter with {peer_versions()}; "
         f"{revision}.",
@@ -439,7 +439,8 @@ def returns(args: argparse.Namespace) -> None:
         "`entityrl.compat.entity_gym`), 1 environment process, seed 1, one run each, no "
         "tuning; the environment arguments of enn-trainer's published configs for these "
         "environments. Mean return of the last 100 episodes at the end of training. Settings: "
-        "entityrl's defaults, or those of enn-trainer's config mapped onto entityrl's trainer "
+        "entityrl's defaults, or (with --reference-settings) those of enn-trainer's config "
+        "mapped onto entityrl's trainer "
         + "; ".join(
             f"({name}: {', '.join(run.reference_settings)})" for name, run in RETURN_RUNS.items()
         )
@@ -530,6 +531,11 @@ def main() -> None:
     parser.add_argument("--processes", nargs="+", type=int, default=[1, 2])
     parser.add_argument("--torch-threads", type=int, default=0)
     parser.add_argument("--returns", action="store_true")
+    parser.add_argument(
+        "--reference-settings",
+        action="store_true",
+        help="with --returns: also train with enn-trainer's configs (d_model 128; slow)",
+    )
     parser.add_argument("--profile", choices=ENVS)
     args = parser.parse_args()
     require_peer()
