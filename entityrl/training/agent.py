@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -33,6 +33,13 @@ from entityrl.training.config import ConfigError, TrainConfig, from_dict
 
 DEFAULT_MAX_EPISODE_STEPS = 100_000
 """The longest episode :func:`evaluate` waits for by default."""
+
+
+class Policy(Protocol):
+    """Anything that chooses actions for a batch of observations: an :class:`Agent`, a
+    :class:`~entityrl.env.RandomPolicy`, or a scripted policy."""
+
+    def act(self, obs: VecObs) -> dict[str, RaggedArray]: ...
 
 
 class AgentError(ValueError):
@@ -264,9 +271,10 @@ class Evaluation:
 
 
 def evaluate(
-    agent: Agent, env: VecEnv, episodes: int, max_steps: int = DEFAULT_MAX_EPISODE_STEPS
+    agent: Policy, env: VecEnv, episodes: int, max_steps: int = DEFAULT_MAX_EPISODE_STEPS
 ) -> Evaluation:
-    """Let ``agent`` play ``episodes`` complete episodes in ``env`` (reset first).
+    """Let ``agent`` (a trained :class:`Agent` or any other :class:`Policy`) play ``episodes``
+    complete episodes in ``env`` (reset first).
 
     Environment ``i`` contributes its first ``episodes // num_envs`` episodes (one more for the
     first ``episodes % num_envs``), so short episodes are not over-represented: the result is
@@ -278,7 +286,8 @@ def evaluate(
         raise ValueError(f"episodes must be >= 1, got {episodes}")
     if max_steps < 1:
         raise ValueError(f"max_steps must be >= 1, got {max_steps}")
-    agent.check_env(env)
+    if isinstance(agent, Agent):
+        agent.check_env(env)
     quota = np.full(env.num_envs, episodes // env.num_envs)
     quota[: episodes % env.num_envs] += 1
     counted = np.zeros(env.num_envs, dtype=np.int64)
@@ -323,6 +332,7 @@ __all__ = [
     "Agent",
     "AgentError",
     "Evaluation",
+    "Policy",
     "evaluate",
     "load_agent",
     "make_eval_env",

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from entityrl.env import Action, Entity, Observation, ObsSpace, SerialVecEnv
+from entityrl.env import Action, Entity, Observation, ObsSpace, RandomPolicy, SerialVecEnv
 from entityrl.envs import MoveToOrigin, make_vec
 from entityrl.training import (
     Agent,
@@ -214,6 +214,15 @@ def test_evaluation_counts_the_first_episodes_of_each_environment(run_dir, episo
     assert len(set(steps)) > 1  # the environments really finished at different times
     assert result.mean() == pytest.approx(np.mean(returns), rel=1e-5)
     assert result.std("episode_length") == pytest.approx(np.std(steps))
+
+
+def test_any_policy_can_be_evaluated():
+    # A random policy has no trained spaces to check; it plays like an agent.
+    with SerialVecEnv(RandomLengthMoveToOrigin, 3, seed=5) as env:
+        result = evaluate(RandomPolicy(env.action_space, seed=0), env, 5)
+    assert result.episodes == 5
+    assert result.metrics["episode_length"].shape == (5,)
+    np.testing.assert_array_equal(result.metrics["episode_length"], result.metrics["steps_taken"])
 
 
 def test_evaluation_needs_at_least_one_episode(run_dir):
