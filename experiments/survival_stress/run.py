@@ -7,6 +7,7 @@ table and two figures (learning curves of lifetime; trained vs random lifetime) 
 the "Survival-stress results" section of docs/survival.md.
 
 usage: python experiments/survival_stress/run.py [--steps 300000] [--episodes 200] [--threads 1]
+       [--jobs 2]
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import re
 import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import matplotlib
@@ -26,30 +28,17 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from entityrl.env import RandomPolicy, VecEnv
+from entityrl.env import RandomPolicy
 from entityrl.training import evaluate, load_agent, make_eval_env
 from entityrl.training.config import load_config
 from entityrl.training.run_log import read_metrics
-from entityrl.training.runner import Trainer, make_env
+from entityrl.training.runner import Trainer
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 DOCS = ROOT / "docs"
 LIFE_LIMITS = (50, 100, 150)
 REWARDS = ("dense", "sparse", "very_sparse")
-
-
-def random_policy_stats(env: VecEnv, episodes: int, seed: int) -> tuple[float, float]:
-    """Mean lifetime and return of a uniformly random policy over ``episodes`` episodes."""
-    policy = RandomPolicy(env.action_space, seed)
-    lengths: list[float] = []
-    returns: list[float] = []
-    obs = env.reset()
-    while len(lengths) < episodes:
-        obs = env.act(policy.act(obs))
-        lengths.extend(obs.metrics.get("episode_length", []))
-        returns.extend(obs.metrics.get("episode_return", []))
-    return float(np.mean(lengths[:episodes])), float(np.mean(returns[:episodes]))
 
 
 def run_one(life_limit: int, reward: str, args: argparse.Namespace, out: Path) -> dict:
@@ -66,9 +55,7 @@ def run_one(life_limit: int, reward: str, args: argparse.Namespace, out: Path) -
     agent = load_agent(run_dir, seed=0)
     with make_eval_env(agent, num_envs=32, seed=777) as env:
         trained = evaluate(agent, env, args.episodes)
-    config.seed = 777
-    with make_env(config, num_envs=32) as env:
-        random_life, random_return = random_policy_stats(env, args.episodes, seed=0)
+        random = evaluate(RandomPolicy(env.action_space, seed=0), env, args.episodes)
     curve = [
         (r["step"], r["episode/episode_length"])
         for r in read_metrics(run_dir)
@@ -79,8 +66,11 @@ def run_one(life_limit: int, reward: str, args: argparse.Namespace, out: Path) -
         "reward": reward,
         "lifetime": trained.mean("episode_length"),
         "return": trained.mean("episode_return"),
-        "random_lifetime": random_life,
-        "random_return": random_return,
+        "meals": trained.mean("task/eat_meat"),
+        "drinks": trained.mean("task/drink_water"),
+        "random_lifetime": random.mean("episode_length"),
+        "random_return": random.mean("episode_return"),
+        "random_meals": random.mean("task/eat_meat"),
         "seconds": seconds,
         "curve": curve,
     }
@@ -111,21 +101,23 @@ def plot(results: list[dict], path: Path) -> None:
 def write_section(results: list[dict], args: argparse.Namespace, figure: Path) -> None:
     rows = [
         "| life limit | reward | PPO lifetime | random lifetime | ratio | PPO return "
-        "| random return | training time (s) |",
-        "|---|---|---|---|---|---|---|---|",
+        "| random return | PPO meals / drinks | random meals | training time (s) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         rows.append(
             f"| {r['life_limit']} | {r['reward']} | {r['lifetime']:.1f} | "
             f"{r['random_lifetime']:.1f} | {r['lifetime'] / r['random_lifetime']:.2f}x | "
-            f"{r['return']:.2f} | {r['random_return']:.2f} | {r['seconds']:.0f} |"
+            f"{r['return']:.2f} | {r['random_return']:.2f} | {r['meals']:.1f} / "
+            f"{r['drinks']:.1f} | {r['random_meals']:.1f} | {r['seconds']:.0f} |"
         )
     body = (
         f"Command: `python experiments/survival_stress/run.py --steps {args.steps} "
-        f"--episodes {args.episodes} --threads {args.threads}`. Each config of "
+        f"--episodes {args.episodes} --threads {args.threads} --jobs {args.jobs}`. Each config of "
         f"`experiments/survival_stress/` trained for {args.steps:,} steps (instead of their "
         f"2M, for time), then the agent (sampled actions) and a uniformly random policy each "
-        f"played {args.episodes} fresh episodes.\n\n" + "\n".join(rows) + "\n\n"
+        f"played {args.episodes} fresh episodes (meals and drinks: meat and water consumed per "
+        "episode).\n\n" + "\n".join(rows) + "\n\n"
         f"![learning curves and lifetimes]({figure.relative_to(DOCS).as_posix()})\n"
     )
     doc = DOCS / "survival.md"
@@ -146,17 +138,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=300_000)
     parser.add_argument("--episodes", type=int, default=200)
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads per run")
+    parser.add_argument("--jobs", type=int, default=1, help="runs trained at the same time")
     parser.add_argument("--out", type=Path, help="keep the run directories here")
     args = parser.parse_args()
-    results = []
-    with tempfile.TemporaryDirectory() as tmp:
+    grid = [(life_limit, reward) for life_limit in LIFE_LIMITS for reward in REWARDS]
+    with tempfile.TemporaryDirectory() as tmp, ProcessPoolExecutor(args.jobs) as pool:
         out = args.out or Path(tmp)
-        for life_limit in LIFE_LIMITS:
-            for reward in REWARDS:
-                result = run_one(life_limit, reward, args, out)
-                results.append(result)
-                print(json.dumps({k: v for k, v in result.items() if k != "curve"}), flush=True)
+        futures = [pool.submit(run_one, ll, reward, args, out) for ll, reward in grid]
+        results = []
+        for future in futures:
+            results.append(future.result())
+            print(json.dumps({k: v for k, v in results[-1].items() if k != "curve"}), flush=True)
     figure = DOCS / "images" / "survival_stress.png"
     figure.parent.mkdir(parents=True, exist_ok=True)
     plot(results, figure)

@@ -171,12 +171,15 @@ class DenseRewardConfig:
     alive: float = 0.01
     # Times the meter refilled by a consumable, as a fraction of that meter's maximum.
     meter_gain: float = 1.0
+    # Event bonuses. Only killing is rewarded by default: bonuses for events an agent can
+    # repeat without end (collecting wood, crafting torches, equipping and unequipping) are
+    # deceptive: PPO learns to farm them and starves (the paper's "deceptive reward").
     attack: float = 0.0
     kill: float = 0.1
-    collect: float = 0.05
-    pickup: float = 0.05
-    synthesize: float = 0.2
-    equip: float = 0.05
+    collect: float = 0.0
+    pickup: float = 0.0
+    synthesize: float = 0.0
+    equip: float = 0.0
     death: float = -1.0
 
 
