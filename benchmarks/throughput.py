@@ -407,8 +407,15 @@ def write_throughput(
             for a, b in zip(cell["ours"], cell["reference"], strict=True)
         )
         lines.append(f"- {name}, {processes} process(es): {pairs}")
-    replace_section(TITLE, "\n".join(lines))
+    replace_section(throughput_title(args.torch_threads), "\n".join(lines))
     print("\n".join(lines))
+
+
+def throughput_title(torch_threads: int | None) -> str:
+    """Each thread count measured gets its own section."""
+    if not torch_threads:
+        return TITLE
+    return f"{TITLE} ({torch_threads} torch thread{'s' if torch_threads > 1 else ''})"
 
 
 # ---------------------------------------------------------------------------- returns
