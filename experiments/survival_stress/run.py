@@ -55,7 +55,7 @@ def run_one(life_limit: int, reward: str, args: argparse.Namespace, out: Path) -
     agent = load_agent(run_dir, seed=0)
     with make_eval_env(agent, num_envs=32, seed=777) as env:
         trained = evaluate(agent, env, args.episodes)
-        random = evaluate(RandomPolicy(env.action_space, seed=0), env, args.episodes)
+        baseline = evaluate(RandomPolicy(env.action_space, seed=0), env, args.episodes)
     curve = [
         (r["step"], r["episode/episode_length"])
         for r in read_metrics(run_dir)
@@ -68,9 +68,9 @@ def run_one(life_limit: int, reward: str, args: argparse.Namespace, out: Path) -
         "return": trained.mean("episode_return"),
         "meals": trained.mean("task/eat_meat"),
         "drinks": trained.mean("task/drink_water"),
-        "random_lifetime": random.mean("episode_length"),
-        "random_return": random.mean("episode_return"),
-        "random_meals": random.mean("task/eat_meat"),
+        "random_lifetime": baseline.mean("episode_length"),
+        "random_return": baseline.mean("episode_return"),
+        "random_meals": baseline.mean("task/eat_meat"),
         "seconds": seconds,
         "curve": curve,
     }
