@@ -1,9 +1,10 @@
-"""What CPU options buy RogueNet on this machine: threads, bfloat16 (AMX), the allocator setting.
+"""What CPU options buy RogueNet on this machine: the attention kernel, bfloat16 products
+(``net.precision``), threads and the allocator setting.
 
-Each variant runs in its own process (the allocator setting and thread counts are per process)
-on the inputs of benchmarks/rogue_net.py: 2,048 rows of 1-64 entities, d_model 32 and 64.
-Reports the median time of a rollout forward pass (``act``) and of a training step (forward +
-backward of ``evaluate``).
+Each variant runs in its own process (kernel switch, allocator setting and thread counts are
+per process) on the inputs of benchmarks/rogue_net.py: 2,048 rows of 1-64 entities, d_model 32
+and 64. Reports the median time of a rollout forward pass (``act``) and of a training step
+(forward + backward of ``evaluate``).
 
 usage: python benchmarks/cpu_options.py [--repeats 7] [--write]
 """
@@ -22,11 +23,20 @@ from _peer import machine
 from results import replace_section
 
 VARIANTS = {
-    "fp32, 1 thread (baseline)": {"threads": 1},
-    "fp32, 2 threads": {"threads": 2},
-    "fp32, 1 thread, C library allocator defaults": {"threads": 1, "keep_malloc": True},
-    "bf16 autocast (AMX), 1 thread": {"threads": 1, "autocast": True},
-    "bf16 weights and activations, 1 thread": {"threads": 1, "bf16": True},
+    "float32, torch attention, 1 thread (baseline)": {
+        "threads": 1,
+        "precision": "float32",
+        "no_kernels": True,
+    },
+    "float32, attention kernel, 1 thread": {"threads": 1, "precision": "float32"},
+    "bfloat16, attention kernel, 1 thread": {"threads": 1, "precision": "bfloat16"},
+    "bfloat16, attention kernel, 1 thread, C library allocator defaults": {
+        "threads": 1,
+        "precision": "bfloat16",
+        "keep_malloc": True,
+    },
+    "float32, attention kernel, 2 threads": {"threads": 2, "precision": "float32"},
+    "bfloat16, attention kernel, 2 threads": {"threads": 2, "precision": "bfloat16"},
 }
 
 
@@ -48,28 +58,21 @@ def measure(options: dict, d_model: int, repeats: int) -> dict[str, float]:
     net = RogueNet(
         space,
         {"act": CategoricalActionSpace([str(i) for i in range(CHOICES)])},
-        RogueNetConfig(d_model=d_model),
+        RogueNetConfig(d_model=d_model, precision=options["precision"]),
     )
     obs = to_vec_obs(data)
     actions = net.act(obs).actions(obs)
     batch = net.prepare(obs)
     chosen = {n: torch.from_numpy(a.data[:, 0]) for n, a in actions.items()}
-    if options.get("bf16"):
-        net = net.to(torch.bfloat16)
-        embedding = net.encoder.embedding
-        raw = embedding.raw_features
-        embedding.raw_features = lambda o: {k: v.bfloat16() for k, v in raw(o).items()}  # type: ignore[method-assign]
-    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=bool(options.get("autocast")))
 
     def act() -> None:
-        with torch.inference_mode(), autocast:
+        with torch.inference_mode():
             net(batch)
 
     def train() -> None:
-        with autocast:
-            out = net(batch, chosen)
+        out = net(batch, chosen)
         h = out.heads["act"]
-        (h.logprob.float().sum() + h.entropy.float().sum() + out.values.float().sum()).backward()
+        (h.logprob.sum() + h.entropy.sum() + out.values.sum()).backward()
 
     def timed(fn) -> float:
         fn()
@@ -103,6 +106,8 @@ def main() -> None:
             env = dict(os.environ)
             if options.get("keep_malloc"):
                 env["ENTITYRL_KEEP_MALLOC"] = "1"
+            if options.get("no_kernels"):
+                env["ENTITYRL_NO_KERNELS"] = "1"
             out = subprocess.run(
                 [sys.executable, __file__, "--repeats", str(args.repeats), "--child",
                  json.dumps([options, d_model])],
@@ -118,14 +123,32 @@ def main() -> None:
     table = "\n".join(lines)
     if args.write:
         replace_section(
-            "CPU options: threads, bfloat16 (AMX), allocator",
+            "CPU options: attention kernel, bfloat16, threads, allocator",
             f"Command: `python benchmarks/cpu_options.py --repeats {args.repeats} --write`\n\n"
-            f"Machine: {machine()} (AVX-512 and AMX with bf16).\n\n"
+            f"Machine: {machine()} ({cpu_features()}).\n\n"
             "RogueNet on 2,048 rows of 1-64 entities (the inputs of benchmarks/rogue_net.py), "
-            "each variant in its own process, medians. `vs baseline` > 1 is faster. The "
-            "allocator variant turns off entityrl's glibc setting (ENTITYRL_KEEP_MALLOC=1).\n\n"
+            "each variant in its own process, medians. `vs baseline` > 1 is faster. torch "
+            "attention = the padded-grid path (ENTITYRL_NO_KERNELS=1); bfloat16 = "
+            "`net.precision=bfloat16`; the allocator variant turns off entityrl's glibc "
+            "setting (ENTITYRL_KEEP_MALLOC=1).\n\n"
             f"{table}\n",
         )
+
+
+def cpu_features() -> str:
+    """The CPU's vector and bfloat16 matrix instructions, as torch sees them."""
+    import torch
+
+    found = [
+        name
+        for name, probe in (
+            ("AVX-512", torch.cpu._is_avx512_supported),
+            ("AVX512-BF16", torch.cpu._is_avx512_bf16_supported),
+            ("AMX", torch.cpu._is_amx_tile_supported),
+        )
+        if probe()
+    ]
+    return ", ".join(found) or "no AVX-512, no bfloat16 instructions"
 
 
 if __name__ == "__main__":

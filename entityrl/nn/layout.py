@@ -1,14 +1,18 @@
 """Where every entity of a ragged batch goes: the index bookkeeping RogueNet needs, in numpy.
 
-All entities of a batch live in one flat ``(slots, d_model)`` tensor that is, at the same time,
-the padded grids attention needs: rows are sorted by length and cut into a few buckets
-(:func:`plan_buckets`), each bucket is a ``(rows, width)`` block of slots, and the blocks are
-concatenated. Row ``r``'s entities sit in consecutive slots from ``row_slot[r]`` on, in the
-VecObs order (entity types in ObsSpace order); slots past a row's length are padding. Per-entity
-layers run on every slot (padding is a small share when rows are bucketed by length), and
-attention views each block as a grid without copying. When the network has a global token (for
-global categorical actions) it is the last entity of each row, at index = number of real
-entities, matching the VecObs convention for global actors.
+All entities of a batch live in one flat ``(slots, d_model)`` tensor. Row ``r``'s entities sit
+in consecutive slots from ``row_slot[r]`` on, in the VecObs order (entity types in ObsSpace
+order). When the network has a global token (for global categorical actions) it is the last
+entity of each row, at index = number of real entities, matching the VecObs convention for
+global actors. There are two arrangements:
+
+- packed: rows back to back in batch order, no padding. Used when attention runs in the
+  ragged attention kernel (:mod:`entityrl.nn.kernels`), or is replaced by pooling.
+- grids: the flat tensor is, at the same time, the padded grids that torch's attention needs.
+  Rows are sorted by length and cut into a few buckets (:func:`plan_buckets`); each bucket is a
+  ``(rows, width)`` block of slots, and the blocks are concatenated. Slots past a row's length
+  are padding. Per-entity layers run on every slot (padding is a small share when rows are
+  bucketed by length), and attention views each block as a grid without copying.
 
 Everything here is computed with a handful of vectorized numpy calls per batch and handed to
 torch without copies (``torch.from_numpy``).
@@ -64,7 +68,7 @@ class BatchLayout:
     type_positions: dict[str, torch.Tensor]  # slot of every entity of each type
     slot_row: torch.Tensor  # (slots,) row of each slot; num_rows for padding slots
     row_slot: npt.NDArray[np.int64]  # (R,) slot of each row's first entity
-    buckets: list[Bucket]
+    buckets: list[Bucket]  # the padded grids; empty when packed
     padded: bool  # some slots are padding
     visible: torch.Tensor | None  # (slots,) bool, None when everything is visible
 
@@ -98,8 +102,11 @@ def plan_buckets(lengths: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64],
     return order, sizes
 
 
-def build_layout(obs: VecObs, entity_names: list[str], global_token: bool) -> BatchLayout:
-    """Lay out the entities of ``obs`` (types in ``entity_names`` order)."""
+def build_layout(
+    obs: VecObs, entity_names: list[str], global_token: bool, grids: bool = True
+) -> BatchLayout:
+    """Lay out the entities of ``obs`` (types in ``entity_names`` order), as padded grids or
+    packed (see module docstring)."""
     rows = obs.num_rows
     type_lengths = [obs.features[name].lengths for name in entity_names]
     if global_token:
@@ -107,22 +114,14 @@ def build_layout(obs: VecObs, entity_names: list[str], global_token: bool) -> Ba
     lengths = np.sum(type_lengths, axis=0) if type_lengths else np.zeros(rows, dtype=np.int64)
     lengths = np.asarray(lengths, dtype=np.int64).reshape(rows)
 
-    order, sizes = plan_buckets(lengths)
-    buckets: list[Bucket] = []
-    row_slot = np.empty(rows, dtype=np.int64)
-    slot_row_parts = []
-    slots = 0
-    start = 0
-    for size in sizes:
-        members = order[start : start + size]
-        width = int(lengths[members].max()) if size else 0
-        row_slot[members] = slots + np.arange(size, dtype=np.int64) * width
-        valid = np.arange(width, dtype=np.int64)[None, :] < lengths[members][:, None]
-        buckets.append(Bucket(size, width, _tensor(valid)))
-        slot_row_parts.append(np.where(valid, members[:, None], rows).reshape(-1))
-        slots += size * width
-        start += size
-    slot_row = np.concatenate(slot_row_parts) if slot_row_parts else np.zeros(0, np.int64)
+    if grids:
+        buckets, row_slot, slot_row = _grids(lengths)
+        slots = slot_row.shape[0]
+    else:
+        buckets = []
+        row_slot = np.cumsum(lengths) - lengths
+        slots = int(lengths.sum())
+        slot_row = np.repeat(np.arange(rows, dtype=np.int64), lengths)
 
     type_positions: dict[str, torch.Tensor] = {}
     offset_in_row = np.zeros(rows, dtype=np.int64)
@@ -149,6 +148,30 @@ def build_layout(obs: VecObs, entity_names: list[str], global_token: bool) -> Ba
         padded=slots != int(lengths.sum()),
         visible=visible,
     )
+
+
+def _grids(
+    lengths: npt.NDArray[np.int64],
+) -> tuple[list[Bucket], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Buckets of rows of similar length, each a padded grid: (buckets, row_slot, slot_row)."""
+    rows = lengths.shape[0]
+    order, sizes = plan_buckets(lengths)
+    buckets: list[Bucket] = []
+    row_slot = np.empty(rows, dtype=np.int64)
+    slot_row_parts = []
+    slots = 0
+    start = 0
+    for size in sizes:
+        members = order[start : start + size]
+        width = int(lengths[members].max()) if size else 0
+        row_slot[members] = slots + np.arange(size, dtype=np.int64) * width
+        valid = np.arange(width, dtype=np.int64)[None, :] < lengths[members][:, None]
+        buckets.append(Bucket(size, width, _tensor(valid)))
+        slot_row_parts.append(np.where(valid, members[:, None], rows).reshape(-1))
+        slots += size * width
+        start += size
+    slot_row = np.concatenate(slot_row_parts) if slot_row_parts else np.zeros(0, np.int64)
+    return buckets, row_slot, slot_row
 
 
 def flat_actor_index(actors: RaggedArray, row_slot: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:

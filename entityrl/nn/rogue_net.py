@@ -23,6 +23,7 @@ from entityrl.env.vec_obs import VecCategoricalMask, VecObs, VecSelectEntityMask
 from entityrl.nn.embedding import EntityEmbedding, TranslationConfig
 from entityrl.nn.heads import CategoricalHead, HeadOutput, SelectEntityHead, ValueHead
 from entityrl.nn.input_norm import Combine
+from entityrl.nn.kernels import kernel_available
 from entityrl.nn.layout import (
     BatchLayout,
     SelectLayout,
@@ -31,6 +32,7 @@ from entityrl.nn.layout import (
     select_layout,
 )
 from entityrl.nn.memory import reuse_large_allocations
+from entityrl.nn.precision import Precision, compute_dtype
 from entityrl.nn.relpos import RelativePositions, RelposConfig
 from entityrl.nn.transformer import AttentionContext, Block, Pooling, attention_context, row_mean
 from entityrl.ragged import RaggedArray
@@ -58,6 +60,10 @@ class RogueNetConfig:
     """Give the value function its own embedding and transformer."""
     norm_clip: float = 5.0
     """Normalized input features are clipped to [-norm_clip, norm_clip]."""
+    precision: Precision = "auto"
+    """Compute precision of the transformer's linear layers: "float32", "bfloat16" (float32
+    parameters, bfloat16 products with float32 accumulation) or "auto" (bfloat16 on CPUs with
+    bfloat16 matrix instructions, AVX512-BF16 or AMX, else float32). See entityrl.nn.precision."""
 
     def __post_init__(self) -> None:
         for name in ("d_model", "n_head", "d_qk"):
@@ -75,6 +81,7 @@ class RogueNetConfig:
             )
         if self.relpos is not None and self.pooling is not None:
             raise ValueError("net.relpos works with attention; it cannot be combined with pooling")
+        compute_dtype(self.precision)  # rejects unknown settings
 
 
 @dataclass
@@ -123,8 +130,9 @@ class Encoder(nn.Module):
             if config.relpos is None
             else RelativePositions(config.relpos, obs_space, d_head, global_token)
         )
+        dtype = compute_dtype(config.precision)
         self.blocks = nn.ModuleList(
-            Block(config.d_model, config.n_head, config.pooling, self.relpos)
+            Block(config.d_model, config.n_head, config.pooling, self.relpos, dtype)
             for _ in range(config.n_layer)
         )
         self.ln_out = nn.LayerNorm(config.d_model) if config.n_layer else nn.Identity()
@@ -178,12 +186,18 @@ class RogueNet(nn.Module):
                 raise TypeError(f"action {name!r}: unsupported action space {space!r}")
         self.heads = nn.ModuleDict({_key(n): h for n, h in heads.items()})
         self.value_head = ValueHead(self.config.d_model)
+        # Torch's attention needs padded grids; the ragged kernel and row pooling do not.
+        self.grid_layout = (
+            self.config.n_layer > 0
+            and self.config.pooling is None
+            and (self.config.relpos is not None or not kernel_available())
+        )
 
     # ------------------------------------------------------------------ batches
     def prepare(self, obs: VecObs) -> PreparedBatch:
         """Compute the index metadata of a batch (numpy; no gradients involved)."""
         self._check_obs(obs)
-        layout = build_layout(obs, self.entity_names, self.global_token)
+        layout = build_layout(obs, self.entity_names, self.global_token, self.grid_layout)
         batch = PreparedBatch(obs, layout)
         for name, mask in obs.action_masks.items():
             if isinstance(mask, VecSelectEntityMask):

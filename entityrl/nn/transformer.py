@@ -1,11 +1,17 @@
 """Transformer blocks over ragged rows of entities.
 
 Per-entity work (layer norms, projections, MLP) runs on the flat ``(slots, d_model)`` tensor.
-Its layout (see :mod:`entityrl.nn.layout`) already is a sequence of padded ``(rows, width)``
-grids, one per bucket of rows of similar length, so attention views each bucket as a grid
-without copying. A key-padding mask keeps attention inside each row; entities hidden from the
-policy are masked as keys for visible queries (hidden entities still see everything, which is
-how the value path, pooling over all entities, can use them).
+Attention stays inside each row, in one of two ways (see :mod:`entityrl.nn.layout`):
+
+- packed layout: the ragged attention kernel (:mod:`entityrl.nn.kernels`) reads each row's
+  slots in place, with no padding at all;
+- grid layout (relative positions, or no kernel on this machine): the flat tensor already is a
+  sequence of padded ``(rows, width)`` grids, one per bucket of rows of similar length, so
+  torch's attention views each bucket as a grid without copying, and a key-padding mask keeps
+  attention inside each row.
+
+Entities hidden from the policy are masked as keys for visible queries (hidden entities still
+see everything, which is how the value path, pooling over all entities, can use them).
 """
 
 from __future__ import annotations
@@ -15,9 +21,11 @@ from typing import Literal
 
 import torch
 from torch import nn
-from torch.nn.functional import scaled_dot_product_attention
+from torch.nn import functional
 
+from entityrl.nn.kernels import ragged_attention
 from entityrl.nn.layout import BatchLayout
+from entityrl.nn.precision import linear_in
 from entityrl.nn.relpos import RelativePositions
 
 Pooling = Literal["mean", "max", "meanmax"]
@@ -25,11 +33,14 @@ Pooling = Literal["mean", "max", "meanmax"]
 
 @dataclass
 class AttentionContext:
-    """What every attention layer of one forward pass shares (one entry per bucket)."""
+    """What every attention layer of one forward pass shares: per-bucket masks (grid layout)
+    or each row's first slot and length (packed layout)."""
 
     layout: BatchLayout
     masks: list[torch.Tensor | None]  # bool, True = may attend; (r, 1, 1, w) or (r, 1, w, w)
     relpos: list[tuple[torch.Tensor, torch.Tensor | None]] | None = None
+    row_slot: torch.Tensor | None = None
+    row_len: torch.Tensor | None = None
     _additive: list[torch.Tensor | None] | None = None
 
     def additive_masks(self) -> list[torch.Tensor | None]:
@@ -44,6 +55,13 @@ class AttentionContext:
 
 def attention_context(layout: BatchLayout) -> AttentionContext:
     """Build the attention masks of a batch once, for all layers."""
+    if not layout.buckets:
+        return AttentionContext(
+            layout,
+            [],
+            row_slot=torch.from_numpy(layout.row_slot),
+            row_len=torch.from_numpy(layout.lengths),
+        )
     masks: list[torch.Tensor | None] = []
     visible = None if layout.visible is None else to_grids(layout.visible.unsqueeze(1), layout)
     for b, bucket in enumerate(layout.buckets):
@@ -79,9 +97,18 @@ def from_grids(ys: list[torch.Tensor]) -> torch.Tensor:
 
 
 class RaggedAttention(nn.Module):
-    """Multi-head self-attention within each row."""
+    """Multi-head self-attention within each row.
 
-    def __init__(self, d_model: int, n_head: int, relpos: RelativePositions | None) -> None:
+    The projections run in ``dtype``; the attention weights are always computed in float32.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_head: int,
+        relpos: RelativePositions | None,
+        dtype: torch.dtype = torch.float32,
+    ) -> None:
         super().__init__()
         if d_model % n_head:
             raise ValueError(f"d_model ({d_model}) must be divisible by n_head ({n_head})")
@@ -89,23 +116,31 @@ class RaggedAttention(nn.Module):
         self.qkv = nn.Linear(d_model, 3 * d_model)
         self.proj = nn.Linear(d_model, d_model)
         self.relpos = relpos
+        self.dtype = dtype
 
     def forward(self, x: torch.Tensor, ctx: AttentionContext) -> torch.Tensor:
         d = x.shape[1]
+        if ctx.row_slot is not None and ctx.row_len is not None:
+            qkv = linear_in(self.dtype, self.qkv, x)
+            y = ragged_attention(qkv, ctx.row_slot, ctx.row_len, self.n_head, ctx.layout.visible)
+            return linear_in(self.dtype, self.proj, y)
         if ctx.layout.num_slots == 0:
-            return self.proj(x)
+            return linear_in(self.dtype, self.proj, x)
+        # Fused attention in bfloat16 is far slower than in float32 on CPUs (its backward
+        # above all), so queries, keys and values are widened once here.
+        qkv = linear_in(self.dtype, self.qkv, x).float()
         outputs = []
-        for b, grid in enumerate(to_grids(self.qkv(x), ctx.layout)):
+        for b, grid in enumerate(to_grids(qkv, ctx.layout)):
             rows, width = grid.shape[:2]
             q, k, v = grid.view(rows, width, 3, self.n_head, d // self.n_head).permute(
                 2, 0, 3, 1, 4
             )
             if self.relpos is None:
-                y = scaled_dot_product_attention(q, k, v, attn_mask=ctx.masks[b])
+                y = functional.scaled_dot_product_attention(q, k, v, attn_mask=ctx.masks[b])
             else:
                 y = self._explicit(q, k, v, ctx, b)
             outputs.append(y.transpose(1, 2).reshape(rows * width, d))
-        return self.proj(from_grids(outputs))
+        return linear_in(self.dtype, self.proj, from_grids(outputs))
 
     def _explicit(
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ctx: AttentionContext, b: int
@@ -157,7 +192,11 @@ def row_mean(x: torch.Tensor, layout: BatchLayout) -> torch.Tensor:
 
 
 class Block(nn.Module):
-    """Pre-norm transformer block: x + attention(LN(x)), then x + MLP(LN(x)) with 4x width."""
+    """Pre-norm transformer block: x + attention(LN(x)), then x + MLP(LN(x)) with 4x width.
+
+    The residual stream and layer norms are float32; attention projections and the MLP run in
+    ``dtype`` (see :mod:`entityrl.nn.precision`).
+    """
 
     def __init__(
         self,
@@ -165,6 +204,7 @@ class Block(nn.Module):
         n_head: int,
         pooling: Pooling | None,
         relpos: RelativePositions | None,
+        dtype: torch.dtype = torch.float32,
     ) -> None:
         super().__init__()
         self.ln1 = nn.LayerNorm(d_model)
@@ -172,12 +212,14 @@ class Block(nn.Module):
         self.mix: nn.Module = (
             RowPooling(d_model, pooling)
             if pooling is not None
-            else RaggedAttention(d_model, n_head, relpos)
+            else RaggedAttention(d_model, n_head, relpos, dtype)
         )
         self.mlp = nn.Sequential(
             nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, d_model)
         )
+        self.dtype = dtype
 
     def forward(self, x: torch.Tensor, ctx: AttentionContext) -> torch.Tensor:
         x = x + self.mix(self.ln1(x), ctx)
-        return x + self.mlp(self.ln2(x))
+        hidden = functional.gelu(linear_in(self.dtype, self.mlp[0], self.ln2(x)))
+        return x + linear_in(self.dtype, self.mlp[2], hidden)

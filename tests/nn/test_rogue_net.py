@@ -20,6 +20,8 @@ from entityrl.env import (
     VecObs,
 )
 from entityrl.nn import RelposConfig, RogueNet, RogueNetConfig, TranslationConfig
+from entityrl.nn.kernels import kernel_available
+from entityrl.nn.precision import compute_dtype, native_bfloat16
 
 OBS_SPACE = ObsSpace(
     entities={
@@ -306,6 +308,7 @@ def test_length_buckets_give_the_same_outputs_as_rows_alone(config: dict) -> Non
     rng = np.random.default_rng(10)
     rows = [random_row(rng, int(u), int(i)) for u, i in rng.integers(1, 20, size=(300, 2))]
     model = net(**config)
+    model.grid_layout = True  # torch's attention on padded grids, even where the kernel runs
     batch = BATCHER.batch(rows)
     assert len(model.prepare(batch).layout.buckets) > 1
     together = score(model, batch)
@@ -319,3 +322,67 @@ def test_length_buckets_give_the_same_outputs_as_rows_alone(config: dict) -> Non
             atol=1e-5,
             rtol=1e-5,
         )
+
+
+def hidden_items(rng: np.random.Generator, units: int, items: int) -> Observation:
+    row = random_row(rng, units, items)
+    row.visible = {"Item": rng.random(items) < 0.5}
+    return row
+
+
+@pytest.mark.skipif(not kernel_available(), reason="no C++ compiler for the attention kernel")
+@pytest.mark.parametrize("precision", ["float32", "bfloat16"])
+def test_attention_kernel_matches_torch_attention_on_grids(precision: str) -> None:
+    rng = np.random.default_rng(11)
+    sizes = rng.integers(0, 25, size=(60, 2))
+    batch = BATCHER.batch([hidden_items(rng, int(u), int(i)) for u, i in sizes])
+    outputs = []
+    for grids in (False, True):
+        model = net(precision=precision)
+        model.grid_layout = grids
+        out = score_with_grad(model, batch)
+        outputs.append(out)
+    (kernel, kernel_grads), (grid, grid_grads) = outputs
+    # The two sum in different orders; in bfloat16, a sum may then round to a neighbour.
+    tol = 1e-5 if precision == "float32" else 2e-3
+    torch.testing.assert_close(kernel.values, grid.values, atol=tol, rtol=10 * tol)
+    for name in ACTION_SPACE:
+        torch.testing.assert_close(
+            kernel.heads[name].logprob, grid.heads[name].logprob, atol=tol, rtol=10 * tol
+        )
+    for name, grad in kernel_grads.items():
+        torch.testing.assert_close(grad, grid_grads[name], atol=10 * tol, rtol=100 * tol, msg=name)
+
+
+def score_with_grad(model: RogueNet, obs: VecObs):
+    """Outputs for action 0 of every actor, and the gradients of their sum."""
+    actions = {
+        name: torch.zeros(mask.actors.items, dtype=torch.int64)
+        for name, mask in obs.action_masks.items()
+    }
+    out = model(model.prepare(obs), actions)
+    total = out.values.sum() + sum(h.logprob.sum() + h.entropy.sum() for h in out.heads.values())
+    total.backward()
+    return out, {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+
+
+def test_bfloat16_precision_stays_close_to_float32() -> None:
+    rng = np.random.default_rng(12)
+    batch = BATCHER.batch(
+        [random_row(rng, int(u), int(i)) for u, i in rng.integers(0, 20, (40, 2))]
+    )
+    full, half = score(net(precision="float32"), batch), score(net(precision="bfloat16"), batch)
+    # bfloat16 keeps 8 significant bits: outputs agree to about 1%.
+    torch.testing.assert_close(half.values, full.values, atol=2e-2, rtol=2e-2)
+    for name in ACTION_SPACE:
+        torch.testing.assert_close(
+            half.heads[name].logprob, full.heads[name].logprob, atol=2e-2, rtol=2e-2
+        )
+
+
+def test_precision_auto_uses_bfloat16_only_where_the_cpu_multiplies_it() -> None:
+    expected = torch.bfloat16 if native_bfloat16() else torch.float32
+    assert compute_dtype("auto") == expected
+    assert compute_dtype("float32") == torch.float32
+    with pytest.raises(ValueError, match=r"net.precision must be one of .*got 'half'"):
+        RogueNetConfig(precision="half")  # type: ignore[arg-type]
