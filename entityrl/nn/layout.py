@@ -14,6 +14,9 @@ global actors. There are two arrangements:
   are padding. Per-entity layers run on every slot (padding is a small share when rows are
   bucketed by length), and attention views each block as a grid without copying.
 
+Either way the number of slots is rounded up (:func:`padded_slots`) and the extra slots are
+padding at the end, so that batches of similar size share matrix shapes.
+
 Everything here is computed with a handful of vectorized numpy calls per batch and handed to
 torch without copies (``torch.from_numpy``).
 """
@@ -102,6 +105,19 @@ def plan_buckets(lengths: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64],
     return order, sizes
 
 
+def padded_slots(n: int) -> int:
+    """``n`` rounded up to a multiple of 1/32 to 1/16 of the power of two below it (at least 16).
+
+    oneDNN compiles a matrix product for each new shape it sees (about half a millisecond and
+    half a megabyte of code each, measured for bfloat16 products) and caches it by shape. Every
+    minibatch holds a different number of entities, so without rounding each one would
+    compile its products anew; with it, batches share a few shapes, at the cost of at most 6%
+    (typically 3%) more rows in per-entity layers.
+    """
+    step = max(16, 1 << max(n.bit_length() - 5, 0))
+    return -(-n // step) * step
+
+
 def build_layout(
     obs: VecObs, entity_names: list[str], global_token: bool, grids: bool = True
 ) -> BatchLayout:
@@ -116,12 +132,17 @@ def build_layout(
 
     if grids:
         buckets, row_slot, slot_row = _grids(lengths)
-        slots = slot_row.shape[0]
     else:
         buckets = []
         row_slot = np.cumsum(lengths) - lengths
-        slots = int(lengths.sum())
         slot_row = np.repeat(np.arange(rows, dtype=np.int64), lengths)
+    used = slot_row.shape[0]
+    slots = padded_slots(used)
+    if slots > used:
+        # Trailing padding: a grid of one row without entities, or plain unused slots.
+        if grids:
+            buckets.append(Bucket(1, slots - used, torch.zeros(1, slots - used, dtype=torch.bool)))
+        slot_row = np.concatenate([slot_row, np.full(slots - used, rows, dtype=np.int64)])
 
     type_positions: dict[str, torch.Tensor] = {}
     offset_in_row = np.zeros(rows, dtype=np.int64)

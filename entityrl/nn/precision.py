@@ -13,6 +13,7 @@ rounded to bfloat16, with float32 accumulation inside the products.
 from __future__ import annotations
 
 import functools
+import os
 from typing import Literal
 
 import torch
@@ -48,3 +49,18 @@ def linear_in(dtype: torch.dtype, layer: nn.Linear, x: torch.Tensor) -> torch.Te
         return layer(x.to(dtype))
     bias = None if layer.bias is None else layer.bias.to(dtype)
     return functional.linear(x.to(dtype), layer.weight.to(dtype), bias)
+
+
+# Compiled matrix products kept by oneDNN (its primitive cache) and by PyTorch's oneDNN layer
+# (its LRU cache); both default to 1024. Each entry holds about half a megabyte of generated
+# code, and a training step uses about a dozen shapes (see layout.padded_slots), so 128 keeps
+# every shape of recent batches while bounding the caches to some 60 MB instead of 500+.
+COMPILED_PRODUCTS_KEPT = 128
+
+
+def limit_compiled_product_caches() -> None:
+    """Bound oneDNN's caches of compiled products, unless the user set them. Both libraries
+    read these variables when they first compile a product, so call this before any forward
+    pass (RogueNet's constructor does)."""
+    for variable in ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY"):
+        os.environ.setdefault(variable, str(COMPILED_PRODUCTS_KEPT))

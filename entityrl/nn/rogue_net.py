@@ -32,7 +32,7 @@ from entityrl.nn.layout import (
     select_layout,
 )
 from entityrl.nn.memory import reuse_large_allocations
-from entityrl.nn.precision import Precision, compute_dtype
+from entityrl.nn.precision import Precision, compute_dtype, limit_compiled_product_caches
 from entityrl.nn.relpos import RelativePositions, RelposConfig
 from entityrl.nn.transformer import AttentionContext, Block, Pooling, attention_context, row_mean
 from entityrl.ragged import RaggedArray
@@ -163,6 +163,7 @@ class RogueNet(nn.Module):
     ) -> None:
         super().__init__()
         reuse_large_allocations()
+        limit_compiled_product_caches()
         self.config = config or RogueNetConfig()
         self.obs_space = obs_space
         self.action_space = dict(action_space)

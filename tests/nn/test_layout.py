@@ -1,0 +1,53 @@
+"""Batch layout: slot counts are rounded to few shapes, padding stays out of every row."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from entityrl.env import Batcher, CategoricalActionMask, CategoricalActionSpace, Entity, ObsSpace
+from entityrl.env.observation import Observation
+from entityrl.nn.layout import build_layout, padded_slots
+
+
+@given(st.integers(0, 10**7))
+def test_padded_slots_rounds_up_by_at_most_a_sixteenth(n: int) -> None:
+    padded = padded_slots(n)
+    assert n <= padded <= max(n + 15, n + n // 16)
+    assert padded_slots(padded) == padded
+
+
+def test_batches_of_similar_size_share_a_few_shapes() -> None:
+    sizes = {padded_slots(n) for n in range(24_000, 28_000)}
+    assert len(sizes) <= 5
+
+
+SPACE = ObsSpace({"A": Entity(["x"]), "B": Entity(["y", "z"])})
+BATCHER = Batcher(SPACE, {"go": CategoricalActionSpace(["l", "r"])})
+
+
+@given(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 40)), min_size=1, max_size=60))
+def test_padding_slots_belong_to_no_row(counts: list[tuple[int, int]]) -> None:
+    obs = BATCHER.batch(
+        [
+            Observation(
+                features={"A": np.zeros((a, 1)), "B": np.zeros((b, 2))},
+                actions={"go": CategoricalActionMask(actor_types=["A"])},
+            )
+            for a, b in counts
+        ]
+    )
+    for grids in (False, True):
+        layout = build_layout(obs, ["A", "B"], global_token=False, grids=grids)
+        entities = sum(a + b for a, b in counts)
+        assert layout.num_slots == padded_slots(layout.num_slots) >= entities
+        slot_row = layout.slot_row.numpy()
+        # Every row's entities, and nothing else, map to the row; the rest to the extra row.
+        assert np.array_equal(
+            np.bincount(slot_row, minlength=len(counts) + 1)[:-1], [a + b for a, b in counts]
+        )
+        for r, start in enumerate(layout.row_slot):
+            assert (slot_row[start : start + layout.lengths[r]] == r).all()
+        if grids:
+            assert sum(b.rows * b.width for b in layout.buckets) == layout.num_slots
