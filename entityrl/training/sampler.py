@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+import torch
 
 from entityrl.algo.gae import gae
 from entityrl.algo.rollout import Rollout
@@ -113,6 +114,16 @@ class PipelinedSampler(Sampler):
         super().__init__(env, net, steps)
 
     def collect(self, gamma: float, gae_lambda: float) -> Rollout:
+        threads = torch.get_num_threads()
+        # The workers use the other cores meanwhile: a second inference thread would only
+        # wait for a core (small batches gain little from it anyway).
+        torch.set_num_threads(1)
+        try:
+            return self._collect(gamma, gae_lambda)
+        finally:
+            torch.set_num_threads(threads)
+
+    def _collect(self, gamma: float, gae_lambda: float) -> Rollout:
         workers = range(self.env.num_workers)
         latest = [self.env.worker_obs(k) for k in workers]
         steps: list[list[_Transition]] = []
