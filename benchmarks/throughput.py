@@ -69,12 +69,15 @@ DEFAULT_GOAL = 3.0
 class ReturnRun:
     """A training run of ``--returns``, after enn-trainer's published config for the
     environment: its steps, environment arguments and settings (as entityrl overrides; its
-    16 processes become 1) and the mean return that config states it reaches."""
+    16 processes become 1) and the mean return that config states it reaches. ``tuned``:
+    entityrl settings (d_model 32-64 networks) that reach that return, trained besides
+    entityrl's defaults."""
 
     steps: int
     env_kwargs: dict[str, object]
     reference_settings: list[str]
     states: str
+    tuned: tuple[str, ...] = ()
 
 
 RETURN_RUNS = {
@@ -106,6 +109,7 @@ RETURN_RUNS = {
             "ppo.anneal_entropy=true",
         ],
         "> 0.995",
+        tuned=("net.d_model=64", "ppo.ent_coef=0.3", "ppo.anneal_entropy=true"),
     ),
 }
 # Reading a large process's PSS makes the kernel walk its page tables (some 30 ms): sample
@@ -426,6 +430,8 @@ def returns(args: argparse.Namespace) -> None:
         kwargs = [f"env.kwargs.{k}={json.dumps(v)}" for k, v in run.env_kwargs.items()]
         threads = f"torch_threads={args.torch_threads}"
         settings = {"entityrl defaults": [threads]}
+        if run.tuned:
+            settings[" ".join(run.tuned)] = [*run.tuned, threads]
         if args.reference_settings:
             settings["enn-trainer's config"] = [*run.reference_settings, threads]
         for label, overrides in settings.items():
@@ -446,7 +452,8 @@ def returns(args: argparse.Namespace) -> None:
         "`entityrl.compat.entity_gym`), 1 environment process, seed 1, one run each, no "
         "tuning; the environment arguments of enn-trainer's published configs for these "
         "environments. Mean return of the last 100 episodes at the end of training. Settings: "
-        "entityrl's defaults, or (with --reference-settings) those of enn-trainer's config "
+        "entityrl's defaults; for PickMatchingBalls also a wider network with more entropy "
+        "(the settings column); with --reference-settings, those of enn-trainer's config "
         "mapped onto entityrl's trainer "
         + "; ".join(
             f"({name}: {', '.join(run.reference_settings)})" for name, run in RETURN_RUNS.items()
