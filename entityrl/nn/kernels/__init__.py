@@ -132,21 +132,17 @@ def ragged_attention(
     row_len: Index,
     n_head: int,
     visible: torch.Tensor | npt.NDArray[np.bool_] | None = None,
-    max_len: int | None = None,
 ) -> torch.Tensor:
     """Self-attention of every token over the tokens of its row; see the module docstring.
 
     ``qkv``: ``(slots, 3 * d_model)`` float32 or bfloat16 on the CPU (other dtypes and devices
     use :func:`reference_attention`); ``row_slot``, ``row_len``: int64 tensors or numpy arrays
     of length R (not to be modified before the backward); ``visible``: optional bool
-    ``(slots,)``. ``max_len`` is accepted for callers that know it but not needed: the kernel
-    finds the longest row while it plans the split of the rows between threads. Returns
-    ``(slots, d_model)`` in ``qkv``'s dtype, differentiable with respect to ``qkv``; the
-    attention probabilities are saved only when a gradient will be needed. Runs on
+    ``(slots,)``. Returns ``(slots, d_model)`` in ``qkv``'s dtype, differentiable with respect
+    to ``qkv``; the attention probabilities are saved only when a gradient will be needed. Runs on
     ``torch.get_num_threads()`` threads (fewer for small calls). Raises ValueError for
     malformed inputs (rows outside the tensor or overlapping, bad shapes).
     """
-    del max_len
     shape = qkv.shape
     if len(shape) != 2 or shape[1] % 3:
         raise ValueError(f"qkv must be (slots, 3 * d_model), got {tuple(shape)}")
