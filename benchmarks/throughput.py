@@ -451,8 +451,8 @@ def returns(args: argparse.Namespace) -> None:
         f"{revision}.",
         "",
         "entityrl's trainer on entity-gym 0.1.10's CherryPick and PickMatchingBalls (through "
-        "`entityrl.compat.entity_gym`), 1 environment process, seed 1, one run each, no "
-        "tuning; the environment arguments of enn-trainer's published configs for these "
+        "`entityrl.compat.entity_gym`), 1 environment process, seed 1, one run each; the "
+        "environment arguments of enn-trainer's published configs for these "
         "environments. Mean return of the last 100 episodes at the end of training. Settings: "
         "entityrl's defaults; for PickMatchingBalls also a wider network with more entropy "
         "(the settings column); with --reference-settings, those of enn-trainer's config "

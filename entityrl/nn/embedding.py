@@ -167,7 +167,7 @@ class EntityEmbedding(nn.Module):
             if key in self.norms:
                 feats = self.norms[key](feats)
             embedded[name] = self.projections[key](feats)
-        # The dtype follows the projections (float32, or bfloat16 under autocast).
+        # The dtype follows the projections' parameters (float32 unless the caller converts).
         dtype = next(iter(embedded.values())).dtype if embedded else torch.float32
         # Padding slots stay zero (finite through every later layer; never read).
         make = torch.zeros if layout.padded else torch.empty

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Literal
+from typing import Literal, get_args
 
 import torch
 from torch import nn
 from torch.nn import functional
 
 Precision = Literal["auto", "float32", "bfloat16"]
-PRECISIONS: tuple[str, ...] = ("auto", "float32", "bfloat16")
+PRECISIONS: tuple[str, ...] = get_args(Precision)
 
 
 @functools.cache

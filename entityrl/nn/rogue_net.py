@@ -23,7 +23,7 @@ from entityrl.env.vec_obs import VecCategoricalMask, VecObs, VecSelectEntityMask
 from entityrl.nn.embedding import EntityEmbedding, TranslationConfig
 from entityrl.nn.heads import CategoricalHead, HeadOutput, SelectEntityHead, ValueHead
 from entityrl.nn.input_norm import Combine
-from entityrl.nn.kernels import kernel_available
+from entityrl.nn.kernels import max_head_dim
 from entityrl.nn.layout import (
     BatchLayout,
     SelectLayout,
@@ -187,11 +187,15 @@ class RogueNet(nn.Module):
                 raise TypeError(f"action {name!r}: unsupported action space {space!r}")
         self.heads = nn.ModuleDict({_key(n): h for n, h in heads.items()})
         self.value_head = ValueHead(self.config.d_model)
-        # Torch's attention needs padded grids; the ragged kernel and row pooling do not.
+        # Torch's attention needs padded grids; the ragged kernel (when it is built and takes
+        # heads this wide) and row pooling do not.
         self.grid_layout = (
             self.config.n_layer > 0
             and self.config.pooling is None
-            and (self.config.relpos is not None or not kernel_available())
+            and (
+                self.config.relpos is not None
+                or max_head_dim() < self.config.d_model // self.config.n_head
+            )
         )
 
     # ------------------------------------------------------------------ batches

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import ctypes
 import warnings
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -121,9 +121,16 @@ def _warn_once(message: str) -> None:
         warnings.warn(message, stacklevel=3)
 
 
-# Kernel arguments besides the tensors: row_slot, row_len, visible (addresses), rows, heads,
-# head width, dtype code.
-_Args = tuple[int, int, int | None, int, int, int, int]
+class _Args(NamedTuple):
+    """Kernel arguments besides the tensors."""
+
+    row_slot: int  # address of the int64 array
+    row_len: int  # address of the int64 array
+    visible: int | None  # address of the bool array
+    rows: int
+    n_head: int
+    d_head: int
+    dtype: int  # code, see _DTYPE_CODES
 
 
 def ragged_attention(
@@ -174,7 +181,7 @@ def ragged_attention(
         vis = vis_keep.data_ptr()
     if not qkv.is_contiguous():
         qkv = qkv.contiguous()
-    args: _Args = (rs, rl, vis, rows, n_head, d_head, dtype)
+    args = _Args(rs, rl, vis, rows, n_head, d_head, dtype)
     if qkv.requires_grad and torch.is_grad_enabled():
         return _RaggedAttention.apply(qkv, kernel, args, (rs_keep, rl_keep, vis_keep))
     return _forward(kernel, qkv, None, args)
@@ -216,7 +223,7 @@ class _RaggedAttention(torch.autograd.Function):
     def forward(
         ctx: Any, qkv: torch.Tensor, kernel: _Kernel, args: _Args, keep: tuple
     ) -> torch.Tensor:
-        size = kernel.probs_size(args[1], args[3], args[4])
+        size = kernel.probs_size(args.row_len, args.rows, args.n_head)
         _check(-1 if size < 0 else 0)
         probs = torch.empty(size, dtype=torch.float32)
         out = _forward(kernel, qkv, probs, args)
