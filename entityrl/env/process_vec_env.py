@@ -8,6 +8,7 @@ few contiguous numpy arrays, cheap to pickle), never one object per environment 
 from __future__ import annotations
 
 import contextlib
+import gc
 import multiprocessing as mp
 import os
 import pickle
@@ -46,6 +47,9 @@ def _worker(
     except BaseException:
         _reply(conn, ("error", traceback.format_exc()))
         return
+    # The environments live as long as the worker: keep full collections from scanning them.
+    gc.collect()
+    gc.freeze()
     handlers: dict[str, Callable[[Any], Any]] = {
         "reset": lambda _: envs.reset(),
         "act": envs.act,

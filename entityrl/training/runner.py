@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import gc
 import os
 import pickle
 import signal
@@ -308,6 +309,11 @@ class Trainer:
             cfg.total_timesteps, self.step, enabled=cfg.log.progress and self.rank == 0
         )
         interrupted = False
+        # The networks, environments and imported modules live as long as the run: moved out
+        # of the collector's reach, full collections no longer scan them (each cost about
+        # 0.2 s, every few iterations).
+        gc.collect()
+        gc.freeze()
         try:
             with _StopFlag() as stop, progress:
                 while self.step < cfg.total_timesteps:
@@ -327,6 +333,7 @@ class Trainer:
             path = self.save()
             self._check_in_sync()
         finally:
+            gc.unfreeze()
             if self.log is not None:
                 self.log.close()
             self.env.close()
