@@ -47,6 +47,7 @@ from typing import Any
 
 import numpy as np
 
+from entityrl.env.batching import ActionConstructor
 from entityrl.env.environment import Environment
 from entityrl.env.observation import (
     Action,
@@ -135,6 +136,15 @@ def convert_action_space(
     name: str, space: Any, env_name: str = "environment"
 ) -> tuple[ActionSpace, ActionBuilder]:
     """entityrl's space for one entity-gym action space, and the builder of its actions."""
+    ours, build, _ = _convert_action_space(name, space, env_name)
+    return ours, build
+
+
+def _convert_action_space(
+    name: str, space: Any, env_name: str
+) -> tuple[ActionSpace, ActionBuilder, ActionConstructor]:
+    """:func:`convert_action_space`, and the constructor of its entity-gym actions from
+    entityrl's arguments (see :data:`~entityrl.env.batching.ActionConstructor`)."""
     base = _api_base(space, _SPACES)
     if base is None:
         raise TypeError(
@@ -144,15 +154,23 @@ def convert_action_space(
     ours, action_name = _SPACES[base.__name__]
     action_class = _api_class(base, action_name)
     if ours is SelectEntityActionSpace:
-        return SelectEntityActionSpace(), lambda a: action_class(actors=a.actors, actees=a.actees)
+        return (
+            SelectEntityActionSpace(),
+            lambda a: action_class(actors=a.actors, actees=a.actees),
+            action_class,
+        )
     labels = space.index_to_label
     if ours is GlobalCategoricalActionSpace:
-        return GlobalCategoricalActionSpace(list(labels)), lambda a: action_class(
-            index=a.index, label=a.label
+        return (
+            GlobalCategoricalActionSpace(list(labels)),
+            lambda a: action_class(index=a.index, label=a.label),
+            action_class,
         )
     # The environment's own label list, so that ``action.labels`` reads exactly as it wrote it.
-    return CategoricalActionSpace(list(labels)), lambda a: action_class(
-        actors=a.actors, indices=a.indices, index_to_label=labels
+    return (
+        CategoricalActionSpace(list(labels)),
+        lambda a: action_class(actors=a.actors, indices=a.indices, index_to_label=labels),
+        lambda actors, indices, _choices: action_class(actors, indices, labels),
     )
 
 
@@ -161,6 +179,11 @@ class EntityGymEnvironment(Environment):
 
     ``name`` (default: the environment's class name) appears in error messages. See the
     module documentation for what is translated, and for seeding.
+
+    It is also :class:`~entityrl.env.environment.NativeStepping`: a SerialVecEnv batches the
+    entity-gym observations directly (their fields and their masks' fields have entityrl's
+    names) and builds entity-gym actions, skipping the translation of every step. Each
+    environment's first observation of every class is still checked as :meth:`act` checks it.
     """
 
     def __init__(self, env: Any, name: str | None = None) -> None:
@@ -173,11 +196,14 @@ class EntityGymEnvironment(Environment):
         """Translate the action spaces (and forget learned mask types): after init and unpickling."""
         self._action_space: dict[str, ActionSpace] = {}
         self._builders: dict[str, ActionBuilder] = {}
+        self.native_actions: dict[str, ActionConstructor] = {}
         for action, space in dict(self.env.action_space()).items():
-            ours, build = convert_action_space(action, space, self.name)
+            ours, build, native = _convert_action_space(action, space, self.name)
             self._action_space[action] = ours
             self._builders[action] = build
+            self.native_actions[action] = native
         self._mask_converters: dict[type, Callable[[Any], ActionMask]] = {}
+        self._checked: set[type] = set()
 
     # ------------------------------------------------------------------ Environment API
     def obs_space(self) -> ObsSpace:
@@ -194,6 +220,18 @@ class EntityGymEnvironment(Environment):
         return self._observation(
             self.env.act({name: builders[name](a) for name, a in actions.items()}), "act"
         )
+
+    def native_reset(self) -> Any:
+        return self._checked_native(self.env.reset(), "reset")
+
+    def native_act(self, actions: Mapping[str, Any]) -> Any:
+        return self._checked_native(self.env.act(actions), "act")
+
+    def _checked_native(self, obs: Any, method: str) -> Any:
+        if type(obs) not in self._checked:
+            self._observation(obs, method)  # raises a clear error for a malformed observation
+            self._checked.add(type(obs))
+        return obs
 
     def seed(self, seed: int) -> None:
         """Seed the global generators entity-gym environments draw from (see module docs)."""
@@ -267,7 +305,7 @@ class EntityGymEnvironment(Environment):
         self._bind()
 
 
-_REBUILT = ("_action_space", "_builders", "_mask_converters")
+_REBUILT = ("_action_space", "_builders", "native_actions", "_mask_converters", "_checked")
 """Attributes rebuilt from the environment after unpickling (they hold closures)."""
 
 

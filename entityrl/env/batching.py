@@ -7,7 +7,7 @@ numpy happens once per batch, and everything per entity is vectorized.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from itertools import chain
 from typing import Any
 
@@ -20,16 +20,16 @@ from entityrl.env.observation import (
     CategoricalAction,
     EntityID,
     GlobalCategoricalAction,
-    GlobalCategoricalActionMask,
     Observation,
     SelectEntityAction,
-    SelectEntityActionMask,
+    named_entities,
 )
 from entityrl.env.spaces import (
     ActionSpace,
     CategoricalActionSpace,
     GlobalCategoricalActionSpace,
     ObsSpace,
+    SelectEntityActionSpace,
 )
 from entityrl.env.vec_obs import VecActionMask, VecCategoricalMask, VecObs, VecSelectEntityMask
 from entityrl.ragged import RaggedArray, ranges
@@ -39,10 +39,32 @@ Selection = tuple[Sequence[EntityID] | None, Sequence[str] | None] | None
 for no entity at all (action not offered, or candidates of a row without actors)."""
 
 
-class Batcher:
-    """Converts between one observation per environment and the batched :class:`VecObs`."""
+ActionConstructor = Callable[..., Any]
+"""Builds the action handed to an environment, from the arguments of entityrl's own action
+classes (in their order): ``(actors, indices, choices)`` for a categorical action,
+``(actors, actees)`` for a select-entity action, ``(index, label)`` for a global one."""
 
-    def __init__(self, obs_space: ObsSpace, action_space: Mapping[str, ActionSpace]) -> None:
+_OWN_ACTIONS: dict[type[ActionSpace], ActionConstructor] = {
+    CategoricalActionSpace: CategoricalAction,
+    SelectEntityActionSpace: SelectEntityAction,
+    GlobalCategoricalActionSpace: GlobalCategoricalAction,
+}
+
+
+class Batcher:
+    """Converts between one observation per environment and the batched :class:`VecObs`.
+
+    Observations are read by attribute only, so objects with :class:`Observation`'s attributes
+    (and masks with its masks' attributes) batch as well; ``make_actions`` (per action name)
+    builds the actions handed back (entityrl's own classes by default).
+    """
+
+    def __init__(
+        self,
+        obs_space: ObsSpace,
+        action_space: Mapping[str, ActionSpace],
+        make_actions: Mapping[str, ActionConstructor] | None = None,
+    ) -> None:
         self.obs_space = obs_space
         self.action_space = dict(action_space)
         self.type_names = list(obs_space.entities)
@@ -50,6 +72,8 @@ class Batcher:
         self.type_column = {name: t for t, name in enumerate(self.type_names)}
         self.num_global = len(obs_space.global_features)
         self._columns: dict[tuple[str, ...] | None, tuple[int, ...]] = {}
+        self._make = {name: _OWN_ACTIONS[type(space)] for name, space in self.action_space.items()}
+        self._make.update(make_actions or {})
 
     def columns(self, types: Sequence[str] | None) -> tuple[int, ...]:
         """The columns of ``types`` (all types if None), padded with -1 to one per type."""
@@ -152,37 +176,41 @@ class Batcher:
             chosen = actions.get(name)
             if chosen is None:
                 continue
+            make = self._make[name]
             values = chosen.data[:, 0]
             bounds = chosen.offsets.tolist()
             for i, obs in enumerate(observations):
                 spec = obs.actions.get(name)
                 if spec is not None:
                     row = values[bounds[i] : bounds[i + 1]]
-                    per_env[i][name] = self._action(space, spec, obs, row)
+                    per_env[i][name] = self._action(space, make, spec, obs, row)
         return per_env
 
     def _action(
-        self, space: ActionSpace, spec: ActionMask, obs: Observation, row: npt.NDArray[np.int64]
+        self,
+        space: ActionSpace,
+        make: ActionConstructor,
+        spec: ActionMask,
+        obs: Observation,
+        row: npt.NDArray[np.int64],
     ) -> Action:
         """One environment's action from its row of chosen values."""
         if isinstance(space, GlobalCategoricalActionSpace):
             index = int(row[0])
-            return GlobalCategoricalAction(index, space.choices[index])
-        assert not isinstance(spec, GlobalCategoricalActionMask)
+            return make(index, space.choices[index])  # type: ignore[no-any-return]
         # Rows without actors are common (an action offered to nobody this step): naming the
-        # actors and candidates would be wasted work.
+        # actors and candidates would be wasted work. (Only masks of actors get here.)
         actors = (
-            obs.named_entities(self.type_names, spec.actor_ids, spec.actor_types)
+            named_entities(obs, self.type_names, spec.actor_ids, spec.actor_types)  # type: ignore[union-attr]
             if row.size
             else []
         )
         if isinstance(space, CategoricalActionSpace):
-            return CategoricalAction(actors, row, space.choices)
-        assert isinstance(spec, SelectEntityActionMask)
+            return make(actors, row, space.choices)  # type: ignore[no-any-return]
         if not row.size:
-            return SelectEntityAction([], [])
-        candidates = obs.named_entities(self.type_names, spec.actee_ids, spec.actee_types)
-        return SelectEntityAction(actors, [candidates[j] for j in row.tolist()])
+            return make([], [])  # type: ignore[no-any-return]
+        candidates = named_entities(obs, self.type_names, spec.actee_ids, spec.actee_types)  # type: ignore[union-attr]
+        return make(actors, [candidates[j] for j in row.tolist()])  # type: ignore[no-any-return]
 
 
 class _EntityIndex:
@@ -240,7 +268,7 @@ class _EntityIndex:
         typed[id_rows] = False
         merged[ranges(offsets[typed], lengths[typed])] = by_type
         for i, ids in by_id:
-            every = self.observations[i].named_entities(self.batcher.type_names)
+            every = named_entities(self.observations[i], self.batcher.type_names)
             position = dict(zip(every, range(len(every)), strict=True))
             merged[offsets[i] : offsets[i] + len(ids)] = [position[x] for x in ids]
         return merged, lengths

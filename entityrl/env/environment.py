@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -51,3 +52,26 @@ class Environment(ABC):
 
     def close(self) -> None:
         """Release resources held by the environment."""
+
+
+@runtime_checkable
+class NativeStepping(Protocol):
+    """An environment that wraps one written for another API and can be stepped in that API.
+
+    Translating every observation and action between two APIs costs a few microseconds per
+    environment and step, as much as a light simulator's own step. A :class:`SerialVecEnv`
+    (without validation) therefore steps such environments natively: it batches their native
+    observations directly (they must have :class:`Observation`'s attributes, and their masks
+    those of entityrl's masks) and builds native actions with :attr:`native_actions`.
+    The results are those of the translated path.
+    """
+
+    native_actions: Mapping[str, Callable[..., Any]]
+    """Per action name, the constructor of its native action (see
+    :data:`entityrl.env.batching.ActionConstructor`)."""
+
+    def native_reset(self) -> Any:
+        """:meth:`Environment.reset`, returning the native observation."""
+
+    def native_act(self, actions: Mapping[str, Any]) -> Any:
+        """:meth:`Environment.act` on native actions, returning the native observation."""

@@ -122,17 +122,11 @@ class Observation:
     metrics: Mapping[str, float] = field(default_factory=dict)
 
     def num_entities(self, entity_type: str) -> int:
-        feats = self.features.get(entity_type)
-        if feats is None:
-            return 0
-        return feats.shape[0] if isinstance(feats, np.ndarray) else len(feats)  # type: ignore[arg-type]
+        return num_entities(self, entity_type)
 
     def entity_ids(self, entity_type: str) -> Sequence[EntityID]:
         """The ids of the entities of one type (the default ids if the environment gave none)."""
-        ids = self.ids.get(entity_type)
-        if ids is not None:
-            return ids
-        return [(entity_type, i) for i in range(self.num_entities(entity_type))]
+        return entity_ids(self, entity_type)
 
     def named_entities(
         self,
@@ -140,14 +134,44 @@ class Observation:
         ids: Sequence[EntityID] | None = None,
         types: Sequence[str] | None = None,
     ) -> list[EntityID]:
-        """The ids an actor or actee specification names, in batch order.
+        """The ids an actor or actee specification names, in batch order (see
+        :func:`named_entities`)."""
+        return named_entities(self, type_order, ids, types)
 
-        ``ids`` as given; else every entity of ``types``; else every entity, types taken in
-        ``type_order`` (the observation space's order).
-        """
-        if ids is not None:
-            return list(ids)
-        named: list[EntityID] = []
-        for name in type_order if types is None else types:
-            named.extend(self.entity_ids(name))
-        return named
+
+# The batcher reads observations through these functions (and attributes only), so it also
+# batches objects that merely have an Observation's attributes: the native observations of
+# environments written for another API (see Environment.native_act).
+def num_entities(obs: Observation, entity_type: str) -> int:
+    """How many entities of ``entity_type`` ``obs`` holds."""
+    feats = obs.features.get(entity_type)
+    if feats is None:
+        return 0
+    return feats.shape[0] if isinstance(feats, np.ndarray) else len(feats)  # type: ignore[arg-type]
+
+
+def entity_ids(obs: Observation, entity_type: str) -> Sequence[EntityID]:
+    """The ids of the entities of one type (the default ids if the environment gave none)."""
+    ids = obs.ids.get(entity_type)
+    if ids is not None:
+        return ids
+    return [(entity_type, i) for i in range(num_entities(obs, entity_type))]
+
+
+def named_entities(
+    obs: Observation,
+    type_order: Sequence[str],
+    ids: Sequence[EntityID] | None = None,
+    types: Sequence[str] | None = None,
+) -> list[EntityID]:
+    """The ids an actor or actee specification names, in batch order.
+
+    ``ids`` as given; else every entity of ``types``; else every entity, types taken in
+    ``type_order`` (the observation space's order).
+    """
+    if ids is not None:
+        return list(ids)
+    named: list[EntityID] = []
+    for name in type_order if types is None else types:
+        named.extend(entity_ids(obs, name))
+    return named

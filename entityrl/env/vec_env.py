@@ -11,7 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from entityrl.env.batching import Batcher
-from entityrl.env.environment import Environment
+from entityrl.env.environment import Environment, NativeStepping
 from entityrl.env.observation import Observation
 from entityrl.env.spaces import ActionSpace, ObsSpace
 from entityrl.env.vec_obs import VecCategoricalMask, VecObs
@@ -138,7 +138,12 @@ class SerialVecEnv(VecEnv):
         self.num_envs = num_envs
         self.obs_space = envs[0].obs_space()
         self.action_space = dict(envs[0].action_space())
-        self.batcher = Batcher(self.obs_space, self.action_space)
+        # Environments wrapping another API are stepped in it, skipping a translation of every
+        # observation and action (see NativeStepping). Validation checks entityrl's own
+        # observations: its wrappers are not NativeStepping.
+        self._native = all(isinstance(env, NativeStepping) for env in envs)
+        make_actions = envs[0].native_actions if self._native else None  # type: ignore[attr-defined]
+        self.batcher = Batcher(self.obs_space, self.action_space, make_actions)
         self.episodes = EpisodeTracker(num_envs)
         self._observations: list[Observation] = []
         # Each environment's metrics so far this episode: the latest value of each is reported
@@ -146,8 +151,11 @@ class SerialVecEnv(VecEnv):
         self._metrics: list[dict[str, float]] = []
         self._last: VecObs | None = None
 
+    def _reset_env(self, env: Environment) -> Observation:
+        return env.native_reset() if self._native else env.reset()  # type: ignore[attr-defined,no-any-return]
+
     def reset(self) -> VecObs:
-        self._observations = [env.reset() for env in self.envs]
+        self._observations = [self._reset_env(env) for env in self.envs]
         self._metrics = [dict(obs.metrics) for obs in self._observations]
         self.episodes.reset()
         self._last = self.batcher.batch(self._observations)
@@ -162,8 +170,9 @@ class SerialVecEnv(VecEnv):
         rewards = np.empty(self.num_envs, dtype=np.float32)
         dones = np.zeros(self.num_envs, dtype=np.bool_)
         env_metrics: dict[str, list[float]] = {}
+        native = self._native
         for i, (env, env_actions) in enumerate(zip(self.envs, per_env, strict=True)):
-            obs = env.act(env_actions)
+            obs = env.native_act(env_actions) if native else env.act(env_actions)  # type: ignore[attr-defined]
             rewards[i] = obs.reward
             if obs.metrics:
                 self._metrics[i].update(obs.metrics)
@@ -171,7 +180,7 @@ class SerialVecEnv(VecEnv):
                 dones[i] = True
                 for key, value in self._metrics[i].items():
                     env_metrics.setdefault(key, []).append(float(value))
-                obs = env.reset()
+                obs = self._reset_env(env)
                 self._metrics[i] = dict(obs.metrics)
             observations.append(obs)
         self._observations = observations

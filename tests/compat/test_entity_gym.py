@@ -3,6 +3,7 @@ the environment receives, seeding, resume, errors, and training."""
 
 from __future__ import annotations
 
+import functools
 import pickle
 from typing import Any
 
@@ -16,6 +17,7 @@ import entityrl
 from entityrl.compat.entity_gym import EntityGymEnvironment, from_entity_gym
 from entityrl.env import (
     CategoricalActionSpace,
+    Environment,
     GlobalCategoricalActionSpace,
     ProcessVecEnv,
     RandomPolicy,
@@ -90,6 +92,51 @@ def test_one_worker_process_plays_the_serial_episodes(env_class: type) -> None:
     process = play(ProcessVecEnv(factory, 6, seed=4, num_workers=1), 12)
     for a, b in zip(serial, process, strict=True):
         assert_vec_obs_equal(a, b)
+
+
+class Translated(Environment):
+    """An EntityGymEnvironment behind a plain Environment: SerialVecEnv translates every step."""
+
+    def __init__(self, env_class: type) -> None:
+        self.inner = EntityGymEnvironment(env_class())
+
+    def obs_space(self) -> Any:
+        return self.inner.obs_space()
+
+    def action_space(self) -> Any:
+        return self.inner.action_space()
+
+    def reset(self) -> Any:
+        return self.inner.reset()
+
+    def act(self, actions: Any) -> Any:
+        return self.inner.act(actions)
+
+    def seed(self, seed: int) -> None:
+        self.inner.seed(seed)
+
+
+@pytest.mark.parametrize("env_class", ENVS, ids=lambda c: c.__name__)
+def test_native_stepping_batches_what_translation_batches(env_class: type) -> None:
+    # One after the other: entity-gym environments share the global generators.
+    native = SerialVecEnv(from_entity_gym(env_class), 6, seed=3)
+    assert native._native
+    first = play(native, 30)
+    translated = SerialVecEnv(functools.partial(Translated, env_class), 6, seed=3)
+    assert not translated._native
+    for a, b in zip(first, play(translated, 30), strict=True):
+        assert_vec_obs_equal(a, b)
+
+
+def test_native_stepping_names_a_malformed_observation() -> None:
+    class BrokenLater(Dial):
+        def act(self, actions: Any) -> Any:
+            return {"features": {}}
+
+    with SerialVecEnv(from_entity_gym(BrokenLater), 2, seed=0) as vec:
+        policy = RandomPolicy(vec.action_space, seed=0)
+        with pytest.raises(TypeError, match=r"BrokenLater\.act\(\): expected an entity-gym"):
+            vec.act(policy.act(vec.reset()))
 
 
 def test_two_workers_are_reproducible_per_seed() -> None:
