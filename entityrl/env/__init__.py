@@ -5,7 +5,7 @@ numpy only; importing this package never imports torch.
 
 from entityrl.env.batched import BatchedEnvironment
 from entityrl.env.batching import Batcher
-from entityrl.env.environment import Environment
+from entityrl.env.environment import Environment, NativeStepping
 from entityrl.env.observation import (
     Action,
     ActionMask,
@@ -58,6 +58,7 @@ __all__ = [
     "GlobalCategoricalAction",
     "GlobalCategoricalActionMask",
     "GlobalCategoricalActionSpace",
+    "NativeStepping",
     "ObsSpace",
     "Observation",
     "ProcessVecEnv",
