@@ -224,6 +224,9 @@ class _EntityIndex:
         self.counts = counts
         self.starts = np.cumsum(counts, axis=1) - counts
         self.totals = counts.sum(axis=1)
+        self._row_starts: list[list[int]] | None = None
+        # Per row, every entity's index by id: built once per batch, on demand.
+        self._positions: dict[int, dict[EntityID, int]] = {}
 
     def select(self, selections: Sequence[Selection]) -> RaggedArray:
         """For each row, the indices of the entities its selection names, in the order named:
@@ -267,11 +270,28 @@ class _EntityIndex:
         typed = np.ones(lengths.shape[0], dtype=np.bool_)
         typed[id_rows] = False
         merged[ranges(offsets[typed], lengths[typed])] = by_type
+        named: list[int] = []
         for i, ids in by_id:
-            every = named_entities(self.observations[i], self.batcher.type_names)
-            position = dict(zip(every, range(len(every)), strict=True))
-            merged[offsets[i] : offsets[i] + len(ids)] = [position[x] for x in ids]
+            named.extend(self._indices(i, ids))
+        merged[ranges(offsets[id_rows], lengths[id_rows])] = named
         return merged, lengths
+
+    def _indices(self, row: int, ids: Sequence[EntityID]) -> Sequence[int]:
+        """The indices within ``row`` of the entities ``ids`` names."""
+        obs = self.observations[row]
+        type_names = self.batcher.type_names
+        for t, name in enumerate(type_names):
+            if obs.ids.get(name) is ids:
+                # A type's own id list (candidates often are) needs no lookup.
+                if self._row_starts is None:
+                    self._row_starts = self.starts.tolist()
+                start = self._row_starts[row][t]
+                return range(start, start + len(ids))
+        position = self._positions.get(row)
+        if position is None:
+            every = named_entities(obs, type_names)
+            position = self._positions[row] = dict(zip(every, range(len(every)), strict=True))
+        return [position[x] for x in ids]
 
 
 def _stack(blocks: Sequence[Any], width: int, dtype: npt.DTypeLike) -> npt.NDArray[Any]:
