@@ -11,6 +11,7 @@ from torch import nn
 from entityrl.env.spaces import ObsSpace
 from entityrl.env.vec_obs import VecObs
 from entityrl.nn.input_norm import Combine, RunningNorm
+from entityrl.nn.kernels.pointwise import layer_norm
 from entityrl.nn.layout import BatchLayout
 
 
@@ -132,7 +133,7 @@ class EntityEmbedding(nn.Module):
                 self.projections[key] = _Constant(d_model)
                 continue
             self.norms[key] = RunningNorm(total, norm_clip)
-            self.projections[key] = nn.Sequential(
+            self.projections[key] = _Projection(
                 nn.Linear(total, d_model), nn.ReLU(), nn.LayerNorm(d_model)
             )
         self.d_model = d_model
@@ -175,6 +176,16 @@ class EntityEmbedding(nn.Module):
         for name, emb in embedded.items():
             x.index_copy_(0, layout.type_positions[name], emb.to(dtype))
         return x
+
+
+class _Projection(nn.Sequential):
+    """Linear, ReLU, LayerNorm, with the layer norm run by the kernel
+    (:mod:`entityrl.nn.kernels.pointwise`); a Sequential, so parameter names stay
+    ``<index>.weight``."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        linear, relu, norm = self
+        return layer_norm(relu(linear(x)), norm.weight, norm.bias, norm.eps)
 
 
 class _Constant(nn.Module):

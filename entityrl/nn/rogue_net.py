@@ -24,6 +24,7 @@ from entityrl.nn.embedding import EntityEmbedding, TranslationConfig
 from entityrl.nn.heads import CategoricalHead, HeadOutput, SelectEntityHead, ValueHead
 from entityrl.nn.input_norm import Combine
 from entityrl.nn.kernels import max_head_dim
+from entityrl.nn.kernels.pointwise import layer_norm
 from entityrl.nn.layout import (
     BatchLayout,
     SelectLayout,
@@ -144,7 +145,9 @@ class Encoder(nn.Module):
             ctx.relpos = self.relpos.offset_index(raw, batch.layout)
         for block in self.blocks:
             x = block(x, ctx)
-        return self.ln_out(x)
+        if isinstance(self.ln_out, nn.LayerNorm):  # the kernel; see Block
+            return layer_norm(x, self.ln_out.weight, self.ln_out.bias, self.ln_out.eps)
+        return x
 
 
 class RogueNet(nn.Module):

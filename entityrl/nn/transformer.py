@@ -24,6 +24,7 @@ from torch import nn
 from torch.nn import functional
 
 from entityrl.nn.kernels import ragged_attention
+from entityrl.nn.kernels.pointwise import gelu, layer_norm
 from entityrl.nn.layout import BatchLayout
 from entityrl.nn.precision import linear_in
 from entityrl.nn.relpos import RelativePositions
@@ -195,7 +196,10 @@ class Block(nn.Module):
     """Pre-norm transformer block: x + attention(LN(x)), then x + MLP(LN(x)) with 4x width.
 
     The residual stream and layer norms are float32; attention projections and the MLP run in
-    ``dtype`` (see :mod:`entityrl.nn.precision`).
+    ``dtype`` (see :mod:`entityrl.nn.precision`). The layer norms and the GELU run the
+    pointwise kernels (:mod:`entityrl.nn.kernels.pointwise`), the layer norms writing their
+    output directly in the dtype of the layers that read it; the ``nn.LayerNorm`` modules
+    hold the parameters (so state dict keys and checkpoints stay as they were).
     """
 
     def __init__(
@@ -218,8 +222,12 @@ class Block(nn.Module):
             nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, d_model)
         )
         self.dtype = dtype
+        # Row pooling's layers take float32.
+        self.mix_dtype = dtype if pooling is None else torch.float32
 
     def forward(self, x: torch.Tensor, ctx: AttentionContext) -> torch.Tensor:
-        x = x + self.mix(self.ln1(x), ctx)
-        hidden = functional.gelu(linear_in(self.dtype, self.mlp[0], self.ln2(x)))
+        ln1, ln2 = self.ln1, self.ln2
+        x = x + self.mix(layer_norm(x, ln1.weight, ln1.bias, ln1.eps, self.mix_dtype), ctx)
+        normed = layer_norm(x, ln2.weight, ln2.bias, ln2.eps, self.dtype)
+        hidden = gelu(linear_in(self.dtype, self.mlp[0], normed))
         return x + linear_in(self.dtype, self.mlp[2], hidden)

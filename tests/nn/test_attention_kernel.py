@@ -36,14 +36,6 @@ def _kernel_builds() -> None:
     assert kernel_available(), build.unavailable_reason
 
 
-@pytest.fixture(params=[1, 2], ids=["1thread", "2threads"])
-def threads(request: pytest.FixtureRequest) -> Iterator[int]:
-    before = torch.get_num_threads()
-    torch.set_num_threads(request.param)
-    yield request.param
-    torch.set_num_threads(before)
-
-
 def layout(
     rng: np.random.Generator, lengths: list[int] | np.ndarray, shuffle: bool = False
 ) -> tuple[np.ndarray, np.ndarray, int]:

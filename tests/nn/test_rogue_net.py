@@ -20,7 +20,7 @@ from entityrl.env import (
     VecObs,
 )
 from entityrl.nn import RelposConfig, RogueNet, RogueNetConfig, TranslationConfig
-from entityrl.nn.kernels import kernel_available
+from entityrl.nn.kernels import kernel_available, pointwise
 from entityrl.nn.precision import compute_dtype, native_bfloat16
 
 OBS_SPACE = ObsSpace(
@@ -364,6 +364,35 @@ def score_with_grad(model: RogueNet, obs: VecObs):
     total = out.values.sum() + sum(h.logprob.sum() + h.entropy.sum() for h in out.heads.values())
     total.backward()
     return out, {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+
+
+@pytest.mark.skipif(
+    not pointwise.kernel_available(), reason="no C++ compiler for the pointwise kernels"
+)
+@pytest.mark.parametrize("precision", ["float32", "bfloat16"])
+@pytest.mark.parametrize("config", [{}, {"pooling": "mean"}], ids=["attention", "pooling"])
+def test_pointwise_kernels_match_torch_layers(
+    config: dict, precision: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = np.random.default_rng(13)
+    batch = BATCHER.batch(
+        [random_row(rng, int(u), int(i)) for u, i in rng.integers(0, 20, (40, 2))]
+    )
+    kernel, kernel_grads = score_with_grad(net(precision=precision, **config), batch)
+    monkeypatch.setattr(pointwise, "_get_kernel", lambda: None)  # torch's LayerNorm and GELU
+    reference, reference_grads = score_with_grad(net(precision=precision, **config), batch)
+    # bfloat16 GELU outputs may round to a neighbour (torch's float32 GELU is less accurate).
+    tol = 1e-5 if precision == "float32" else 2e-3
+    torch.testing.assert_close(kernel.values, reference.values, atol=tol, rtol=10 * tol)
+    for name in ACTION_SPACE:
+        torch.testing.assert_close(
+            kernel.heads[name].logprob, reference.heads[name].logprob, atol=tol, rtol=10 * tol
+        )
+    assert kernel_grads.keys() == reference_grads.keys()
+    for name, grad in kernel_grads.items():
+        torch.testing.assert_close(
+            grad, reference_grads[name], atol=10 * tol, rtol=100 * tol, msg=name
+        )
 
 
 def test_bfloat16_precision_stays_close_to_float32() -> None:

@@ -4,7 +4,8 @@
 // available) and called through ctypes; the contract is documented in
 // entityrl/nn/kernels/__init__.py. Written with GCC vector extensions (plus a few AVX-512
 // intrinsics in the exponential), so the same source compiles on any x86-64 (vectors of 16
-// floats with AVX-512, 8 with AVX, 4 otherwise) and on aarch64.
+// floats with AVX-512, 8 with AVX, 4 otherwise) and on aarch64; the vector types and helpers
+// shared with the other kernels are in simd.h.
 //
 // The work, per row of n tokens and per head (features padded to DP, a power of two):
 //   forward   S = Q K^T in tiles of TI queries x all keys, vectorised over keys (K is
@@ -18,70 +19,17 @@
 // Accumulation is always in float32; bfloat16 rows are widened into per-thread scratch first
 // (as are heads whose width needs padding) and results are rounded to nearest even.
 
-#include <math.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
-#ifdef __AVX512F__
-#include <immintrin.h>
-#endif
-#ifdef _OPENMP
-#include <omp.h>
-#else
-#include <thread>
-#include <vector>
-#endif
-
-#if defined(__AVX512F__)
-#define W 16
-#elif defined(__AVX__)
-#define W 8
-#else
-#define W 4
-#endif
+#include "simd.h"
 
 #define MAX_DP 128  // widest head
 #define TI 4  // queries per tile
 #define TJ 4  // keys per tile (dK, dV)
 #define SHORT 4  // rows up to this long skip the tiles: dot products over features instead
 
-#define INL static inline __attribute__((always_inline))
-
-template <int N>
-struct V;
-#define DEFINE_VEC(N)                                                                 \
-    template <>                                                                       \
-    struct V<N> {                                                                     \
-        typedef float T __attribute__((vector_size(4 * N)));                          \
-        typedef float U __attribute__((vector_size(4 * N), aligned(4), may_alias));   \
-    };
-DEFINE_VEC(4)
-DEFINE_VEC(8)
-DEFINE_VEC(16)
-
-typedef V<W>::T vf;
-typedef int32_t vi __attribute__((vector_size(4 * W)));
-typedef uint32_t vu __attribute__((vector_size(4 * W)));
-typedef uint16_t vh __attribute__((vector_size(2 * W)));
-typedef uint16_t vhu __attribute__((vector_size(2 * W), aligned(2), may_alias));
-
-template <int N>
-INL typename V<N>::T load(const float* p) {
-    return *(const typename V<N>::U*)p;
-}
-template <int N>
-INL void store(float* p, typename V<N>::T x) {
-    *(typename V<N>::U*)p = x;
-}
-INL vf splat(float x) { return vf{} + x; }
-
-// Lane permutations: XOR masks for reductions; for the transpose, interleaves of floats and
-// of float pairs within 128-bit lanes (unpcklps/unpcklpd) and moves of whole 128-bit lanes,
-// which all compile to single immediate-operand shuffles.
+// Lane permutations for the transpose: interleaves of floats and of float pairs within
+// 128-bit lanes (unpcklps/unpcklpd) and moves of whole 128-bit lanes, which all compile to
+// single immediate-operand shuffles.
 #if W == 16
-#define XM(s)                                                                              \
-    (vi){0 ^ (s), 1 ^ (s), 2 ^ (s), 3 ^ (s), 4 ^ (s), 5 ^ (s), 6 ^ (s), 7 ^ (s), 8 ^ (s), \
-         9 ^ (s), 10 ^ (s), 11 ^ (s), 12 ^ (s), 13 ^ (s), 14 ^ (s), 15 ^ (s)}
 #define PS_LO (vi){0, 16, 1, 17, 4, 20, 5, 21, 8, 24, 9, 25, 12, 28, 13, 29}
 #define PS_HI (vi){2, 18, 3, 19, 6, 22, 7, 23, 10, 26, 11, 27, 14, 30, 15, 31}
 #define PD_LO (vi){0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29}
@@ -89,7 +37,6 @@ INL vf splat(float x) { return vf{} + x; }
 #define LANES_EVEN (vi){0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27}
 #define LANES_ODD (vi){4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31}
 #elif W == 8
-#define XM(s) (vi){0 ^ (s), 1 ^ (s), 2 ^ (s), 3 ^ (s), 4 ^ (s), 5 ^ (s), 6 ^ (s), 7 ^ (s)}
 #define PS_LO (vi){0, 8, 1, 9, 4, 12, 5, 13}
 #define PS_HI (vi){2, 10, 3, 11, 6, 14, 7, 15}
 #define PD_LO (vi){0, 1, 8, 9, 4, 5, 12, 13}
@@ -97,24 +44,11 @@ INL vf splat(float x) { return vf{} + x; }
 #define LANES_EVEN (vi){0, 1, 2, 3, 8, 9, 10, 11}
 #define LANES_ODD (vi){4, 5, 6, 7, 12, 13, 14, 15}
 #else
-#define XM(s) (vi){0 ^ (s), 1 ^ (s), 2 ^ (s), 3 ^ (s)}
 #define PS_LO (vi){0, 4, 1, 5}
 #define PS_HI (vi){2, 6, 3, 7}
 #define PD_LO (vi){0, 1, 4, 5}
 #define PD_HI (vi){2, 3, 6, 7}
 #endif
-
-INL float hsum(vf a) {
-#if W >= 16
-    a += __builtin_shuffle(a, XM(8));
-#endif
-#if W >= 8
-    a += __builtin_shuffle(a, XM(4));
-#endif
-    a += __builtin_shuffle(a, XM(2));
-    a += __builtin_shuffle(a, XM(1));
-    return a[0];
-}
 
 INL vf vmax(vf a, vf b) { return a > b ? a : b; }
 
@@ -237,8 +171,6 @@ INL void transpose(vf r[W]) {
 #endif
 }
 
-static inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
-
 // Floats of saved probabilities per row: (H, n, n) for short rows, (H, round_up(n, TI),
 // round_up(n, W)) otherwise (padded rows and columns, as the tiles compute them).
 static inline int64_t probs_of(int64_t n, int64_t H) {
@@ -266,21 +198,8 @@ static void widen(const void* src, int64_t dtype, int64_t off, float* dst, int64
     }
     const uint16_t* s = (const uint16_t*)src + off;
     int64_t i = 0;
-    for (; i + W <= n; i += W) {
-        const vh x = *(const vhu*)(s + i);
-        store<W>(dst + i, (vf)(__builtin_convertvector(x, vu) << 16));
-    }
-    for (; i < n; i++) {
-        const uint32_t u = (uint32_t)s[i] << 16;
-        memcpy(dst + i, &u, 4);
-    }
-}
-
-static inline uint16_t bf16_round(float x) {
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    if (x != x) return 0x7fc0;
-    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    for (; i + W <= n; i += W) store<W>(dst + i, load_bf16(s + i));
+    for (; i < n; i++) dst[i] = bf16_value(s[i]);
 }
 
 static void narrow(const float* src, void* dst, int64_t dtype, int64_t off, int64_t n) {
@@ -290,13 +209,7 @@ static void narrow(const float* src, void* dst, int64_t dtype, int64_t off, int6
     }
     uint16_t* d = (uint16_t*)dst + off;
     int64_t i = 0;
-    for (; i + W <= n; i += W) {
-        const vf x = load<W>(src + i);
-        const vu u = (vu)x;
-        vu r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-        r = x == x ? r : (vu){} + 0x7fc0u;
-        *(vhu*)(d + i) = __builtin_convertvector(r, vh);
-    }
+    for (; i + W <= n; i += W) store_bf16(d + i, load<W>(src + i));
     for (; i < n; i++) d[i] = bf16_round(src[i]);
 }
 
@@ -1106,26 +1019,10 @@ static int64_t run(Ctx& c, bool fwd, int64_t nthreads) {
     char* dst = (char*)(fwd ? c.out : c.dqkv);
     const int64_t row_bytes = (fwd ? 1 : 3) * c.HD * c.esize;
     int failed = 0;
-    auto work = [&](int t) {
+    run_threads(nt, [&](int64_t t) {
         if (!fn(c, bound[t], bound[t + 1], poff[t])) __atomic_store_n(&failed, 1, __ATOMIC_RELAXED);
-        zero_gaps(c, t, (int)nt, bound[t], bound[t + 1], dst, row_bytes);
-    };
-    if (nt == 1) {
-        work(0);
-    } else {
-#ifdef _OPENMP
-#pragma omp parallel num_threads(nt)
-        {
-            const int id = omp_get_thread_num(), team = omp_get_num_threads();
-            for (int t = id; t < nt; t += team) work(t);
-        }
-#else
-        std::vector<std::thread> pool;
-        for (int t = 1; t < nt; t++) pool.emplace_back(work, t);
-        work(0);
-        for (auto& th : pool) th.join();
-#endif
-    }
+        zero_gaps(c, (int)t, (int)nt, bound[t], bound[t + 1], dst, row_bytes);
+    });
     free(covered);
     return failed ? -5 : 0;
 }

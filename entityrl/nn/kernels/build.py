@@ -3,11 +3,12 @@
 The kernels are plain C++ (no torch headers, which would make every compile take about a
 minute) built with the system compiler for the CPU at hand (``-march=native``), so the shared
 library cannot ship with the package: it is built on first use and cached. The cached file's
-name carries a hash of the source, the compiler's version, the flags and the CPU's feature
-flags, so editing the source, changing compiler or moving the cache to another kind of
-machine builds a new library instead of loading a stale or illegal one. Several processes may
-build at once (``pytest -n 2``, data-parallel ranks): each compiles to its own temporary file
-and renames it into place atomically, so a reader only ever sees a complete library.
+name carries a hash of the source and of the headers beside it, the compiler's version, the
+flags and the CPU's feature flags, so editing the source, changing compiler or moving the
+cache to another kind of machine builds a new library instead of loading a stale or illegal
+one. Several processes may build at once (``pytest -n 2``, data-parallel ranks): each
+compiles to its own temporary file and renames it into place atomically, so a reader only ever
+sees a complete library.
 
 Nothing here raises: when no compiler is found or compilation fails, :func:`load_library`
 returns None, and one warning says why. ``ENTITYRL_NO_KERNELS=1`` disables the kernels;
@@ -136,7 +137,9 @@ def build_library(source: Path) -> Path:
     cxx = find_compiler()
     if cxx is None:
         raise BuildError("no C++ compiler found (set CXX or install g++)")
-    target = _library_path(source.stem, source.read_bytes(), cxx)
+    # The headers beside the source (shared by the kernels) are part of what is built.
+    headers = b"".join(h.read_bytes() for h in sorted(source.parent.glob("*.h")))
+    target = _library_path(source.stem, source.read_bytes() + headers, cxx)
     if target.exists():
         return target
     try:
