@@ -4,12 +4,12 @@ run, on entity-gym's own example environments; and the returns entityrl's traine
 Both trainers train on the same environments, entity-gym's MoveToOrigin, Minefield,
 CherryPick, PickMatchingBalls and MultiSnake: enn-trainer directly (its ``train`` function,
 configured in code through hyperstate; no tracking, no evaluation), entityrl through
-``entityrl.compat.entity_gym``. Settings on both sides: 128 environments, 16 steps per
-rollout, RogueNet with d_model 32, 2 layers, 2 heads, minibatches of 1024, 3 epochs, learning
-rate 0.001 annealed, gamma 0.99, GAE lambda 0.95, clip 0.2 with value clipping, entropy
-coefficient 0.1 annealed, value coefficient 0.5, gradient norm 2; 1 or 2 environment
-processes. Each trainer keeps its own default torch thread count unless ``--torch-threads``
-sets one for both.
+``entityrl.compat.entity_gym`` (no TensorBoard events, only its metrics.jsonl). Settings on
+both sides: 128 environments, 16 steps per rollout, RogueNet with d_model 32, 2 layers,
+2 heads, minibatches of 1024, 3 epochs, learning rate 0.001 annealed, gamma 0.99, GAE lambda
+0.95, clip 0.2 with value clipping, entropy coefficient 0.1 annealed, value coefficient 0.5,
+gradient norm 2; 1 or 2 environment processes. Each trainer keeps its own default torch
+thread count unless ``--torch-threads`` sets one for both.
 
 Both sides run in subprocesses of the reference stack's interpreter, the only one where
 entity-gym is importable. entityrl must be installed there for this benchmark only, without
@@ -144,6 +144,9 @@ def matched_overrides(processes: int, torch_threads: int) -> list[str]:
         "ppo.anneal_entropy=true",
         "ppo.vf_coef=0.5",
         f"torch_threads={torch_threads}",
+        # enn-trainer runs untracked (no TensorBoard or W&B): entityrl writes no TensorBoard
+        # events either (its metrics.jsonl stays).
+        "log.tensorboard=false",
     ]
 
 
@@ -381,8 +384,9 @@ def write_throughput(
         "minibatch 1024, 3 epochs, lr 0.001 annealed, entropy coefficient 0.1 annealed, "
         f"gamma 0.99, GAE lambda 0.95, clip 0.2 (value clipping on), value coefficient 0.5; "
         f"{args.timesteps:,} steps per run, {threads}. Both run in the reference stack's "
-        "interpreter. entityrl runs with its defaults otherwise: the ragged attention kernel "
-        "and `net.precision=auto` (bfloat16 products on CPUs with bfloat16 instructions). "
+        "interpreter; neither writes TensorBoard events (enn-trainer runs untracked, entityrl "
+        "writes only its metrics.jsonl). entityrl runs with its defaults otherwise: the ragged "
+        "attention and pointwise kernels and `net.precision=auto` (bfloat16 products on CPUs with bfloat16 instructions). "
         "Samples per second = environment steps / time "
         "from the start of the first rollout to the end of the last iteration (startup "
         "excluded on both sides); medians of "

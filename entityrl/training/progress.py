@@ -4,16 +4,10 @@ from __future__ import annotations
 
 import sys
 import time
+from typing import TYPE_CHECKING
 
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 
 class ProgressReporter:
@@ -23,12 +17,27 @@ class ProgressReporter:
     def __init__(self, total: int, start: int = 0, enabled: bool = True) -> None:
         self.total = total
         self.enabled = enabled
-        self.console = Console(stderr=True)
-        self.live = enabled and self.console.is_terminal
         self._next_report = start
         self._started = time.time()
         self._progress: Progress | None = None
-        if self.live:
+        # rich is imported only to draw (a few MB that runs without progress output save).
+        if enabled:
+            self._start_bar(total, start)
+
+    def _start_bar(self, total: int, start: int) -> None:
+        """The live bar, on a terminal (elsewhere: plain lines)."""
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        console = Console(stderr=True)
+        if console.is_terminal:
             self._progress = Progress(
                 TextColumn("[bold]train"),
                 BarColumn(),
@@ -37,7 +46,7 @@ class ProgressReporter:
                 TimeElapsedColumn(),
                 TextColumn("eta"),
                 TimeRemainingColumn(),
-                console=self.console,
+                console=console,
             )
             self._task = self._progress.add_task(
                 "train", total=total, completed=start, sps="-", ret="-"
