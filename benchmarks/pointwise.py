@@ -11,9 +11,10 @@ The ATen side is what the network ran before the kernels: ``functional.layer_nor
 figures time ``torch.autograd.grad`` on a retained graph (the forward excluded). Each figure
 is the median over REPEATS repeats of the mean time per call over a batch of calls lasting at
 least 50 ms; kernel and ATen repeats alternate so that both see the same machine load. Large
-allocations are reused as in training (entityrl.nn.memory). Prints a markdown table.
+allocations are reused as in training (entityrl.nn.memory). Prints a markdown table;
+``--write`` also puts it in benchmarks/RESULTS.md.
 
-usage: python benchmarks/pointwise.py [--repeats 7] [--threads 1] [--slots 26624]
+usage: python benchmarks/pointwise.py [--repeats 7] [--threads 1] [--slots 26624] [--write]
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ import torch
 from torch.nn import functional
 
 sys.path.insert(0, str(Path(__file__).parent))
+from _peer import machine
 from attention import seconds_per_call
+from results import replace_section
 
 from entityrl.nn.kernels.pointwise import gelu, kernel_available, layer_norm
 from entityrl.nn.memory import reuse_large_allocations
@@ -96,6 +99,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--slots", type=int, default=26624)
+    parser.add_argument("--write", action="store_true", help="update benchmarks/RESULTS.md")
     args = parser.parse_args()
     if not kernel_available():
         raise SystemExit("the pointwise kernels are unavailable (see the warning above)")
@@ -111,15 +115,28 @@ def main() -> None:
         f"torch {torch.__version__}, {args.threads} thread(s), median of {args.repeats} "
         "repeats, ms per call\n"
     )
-    print("| operation | ATen | kernel | speedup |")
-    print("| --- | --- | --- | --- |")
+    table = ["| operation | ATen | kernel | speedup |", "| --- | --- | --- | --- |"]
+    print("\n".join(table))
     for name, kernel, aten in cases:
         times: dict[str, list[float]] = {"kernel": [], "aten": []}
         for _ in range(args.repeats):
             times["kernel"].append(seconds_per_call(kernel))
             times["aten"].append(seconds_per_call(aten))
         ours, theirs = (statistics.median(times[k]) * 1e3 for k in ("kernel", "aten"))
-        print(f"| {name} | {theirs:.3f} | {ours:.3f} | {theirs / ours:.1f}x |", flush=True)
+        table.append(f"| {name} | {theirs:.3f} | {ours:.3f} | {theirs / ours:.1f}x |")
+        print(table[-1], flush=True)
+    if args.write:
+        replace_section(
+            "LayerNorm and GELU kernels (benchmarks/pointwise.py)",
+            f"Command: `python benchmarks/pointwise.py --repeats {args.repeats} --threads "
+            f"{args.threads} --write`\n\nMachine: {machine()}.\n\n"
+            "entityrl.nn.kernels.pointwise against what the network ran before (ATen's layer "
+            "norm, then the cast to bfloat16 where the next layer takes it; ATen's GELU), on "
+            f"the shapes of a training minibatch ({args.slots:,} entity slots), "
+            f"{args.threads} thread(s), ms per call, medians of {args.repeats} repeats with "
+            "the two sides alternating. Backward = the gradient alone, on a retained graph.\n\n"
+            + "\n".join(table),
+        )
 
 
 if __name__ == "__main__":

@@ -559,6 +559,13 @@ def main() -> None:
     parser.add_argument("--profile", choices=ENVS)
     args = parser.parse_args()
     require_peer()
+    # The results name this interpreter's numpy and torch: fail now, not after the runs, if
+    # it has none (the project's venv has them).
+    try:
+        machine()
+    except ImportError as err:
+        message = f"run this script with the project's interpreter (.venv/bin/python): {err}"
+        raise SystemExit(message) from None
     if args.returns:
         returns(args)
     elif args.profile:
