@@ -1,4 +1,4 @@
-"""What CPU options buy RogueNet on this machine: the attention kernel, bfloat16 products
+"""What CPU options buy RogueNet on this machine: the C++ kernels, bfloat16 products
 (``net.precision``), threads and the allocator setting.
 
 Each variant runs in its own process (kernel switch, allocator setting and thread counts are
@@ -23,20 +23,20 @@ from _peer import machine
 from results import replace_section
 
 VARIANTS = {
-    "float32, torch attention, 1 thread (baseline)": {
+    "float32, torch only, 1 thread (baseline)": {
         "threads": 1,
         "precision": "float32",
         "no_kernels": True,
     },
-    "float32, attention kernel, 1 thread": {"threads": 1, "precision": "float32"},
-    "bfloat16, attention kernel, 1 thread": {"threads": 1, "precision": "bfloat16"},
-    "bfloat16, attention kernel, 1 thread, C library allocator defaults": {
+    "float32, kernels, 1 thread": {"threads": 1, "precision": "float32"},
+    "bfloat16, kernels, 1 thread": {"threads": 1, "precision": "bfloat16"},
+    "bfloat16, kernels, 1 thread, C library allocator defaults": {
         "threads": 1,
         "precision": "bfloat16",
         "keep_malloc": True,
     },
-    "float32, attention kernel, 2 threads": {"threads": 2, "precision": "float32"},
-    "bfloat16, attention kernel, 2 threads": {"threads": 2, "precision": "bfloat16"},
+    "float32, kernels, 2 threads": {"threads": 2, "precision": "float32"},
+    "bfloat16, kernels, 2 threads": {"threads": 2, "precision": "bfloat16"},
 }
 
 
@@ -123,12 +123,14 @@ def main() -> None:
     table = "\n".join(lines)
     if args.write:
         replace_section(
-            "CPU options: attention kernel, bfloat16, threads, allocator",
+            "CPU options: kernels, bfloat16, threads, allocator",
             f"Command: `python benchmarks/cpu_options.py --repeats {args.repeats} --write`\n\n"
             f"Machine: {machine()} ({cpu_features()}).\n\n"
             "RogueNet on 2,048 rows of 1-64 entities (the inputs of benchmarks/rogue_net.py), "
-            "each variant in its own process, medians. `vs baseline` > 1 is faster. torch "
-            "attention = the padded-grid path (ENTITYRL_NO_KERNELS=1); bfloat16 = "
+            "each variant in its own process, medians. `vs baseline` > 1 is faster. torch only "
+            "= no C++ kernels (ENTITYRL_NO_KERNELS=1: torch's attention on padded grids, ATen's "
+            "layer norm and GELU); kernels = entityrl.nn.kernels (attention, layer norm, GELU); "
+            "bfloat16 = "
             "`net.precision=bfloat16`; the allocator variant turns off entityrl's glibc "
             "setting (ENTITYRL_KEEP_MALLOC=1).\n\n"
             f"{table}\n",
