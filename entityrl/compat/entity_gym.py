@@ -40,6 +40,7 @@ and unpickling restores it, so a resumed run continues exactly.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import random
 from collections.abc import Callable, Mapping
@@ -52,9 +53,11 @@ from entityrl.env.environment import Environment
 from entityrl.env.observation import (
     Action,
     ActionMask,
+    CategoricalAction,
     CategoricalActionMask,
     GlobalCategoricalActionMask,
     Observation,
+    SelectEntityAction,
     SelectEntityActionMask,
 )
 from entityrl.env.spaces import (
@@ -136,15 +139,15 @@ def convert_action_space(
     name: str, space: Any, env_name: str = "environment"
 ) -> tuple[ActionSpace, ActionBuilder]:
     """entityrl's space for one entity-gym action space, and the builder of its actions."""
-    ours, build, _ = _convert_action_space(name, space, env_name)
-    return ours, build
+    ours, native = _convert_action_space(name, space, env_name)
+    return ours, functools.partial(_rebuild, native)
 
 
 def _convert_action_space(
     name: str, space: Any, env_name: str
-) -> tuple[ActionSpace, ActionBuilder, ActionConstructor]:
-    """:func:`convert_action_space`, and the constructor of its entity-gym actions from
-    entityrl's arguments (see :data:`~entityrl.env.batching.ActionConstructor`)."""
+) -> tuple[ActionSpace, ActionConstructor]:
+    """entityrl's space for one entity-gym action space, and the constructor of its entity-gym
+    actions from entityrl's arguments (see :data:`~entityrl.env.batching.ActionConstructor`)."""
     base = _api_base(space, _SPACES)
     if base is None:
         raise TypeError(
@@ -153,25 +156,27 @@ def _convert_action_space(
         )
     ours, action_name = _SPACES[base.__name__]
     action_class = _api_class(base, action_name)
+    # entity-gym's action classes take entityrl's arguments in the same order, except that a
+    # categorical action carries the environment's own label list (so that ``action.labels``
+    # reads exactly as it wrote it).
     if ours is SelectEntityActionSpace:
-        return (
-            SelectEntityActionSpace(),
-            lambda a: action_class(actors=a.actors, actees=a.actees),
-            action_class,
-        )
+        return SelectEntityActionSpace(), action_class
     labels = space.index_to_label
     if ours is GlobalCategoricalActionSpace:
-        return (
-            GlobalCategoricalActionSpace(list(labels)),
-            lambda a: action_class(index=a.index, label=a.label),
-            action_class,
-        )
-    # The environment's own label list, so that ``action.labels`` reads exactly as it wrote it.
+        return GlobalCategoricalActionSpace(list(labels)), action_class
     return (
         CategoricalActionSpace(list(labels)),
-        lambda a: action_class(actors=a.actors, indices=a.indices, index_to_label=labels),
         lambda actors, indices, _choices: action_class(actors, indices, labels),
     )
+
+
+def _rebuild(native: ActionConstructor, action: Action) -> Any:
+    """entityrl's ``action`` as the environment's own, built by ``native`` from its fields."""
+    if isinstance(action, CategoricalAction):
+        return native(action.actors, action.indices, action.choices)
+    if isinstance(action, SelectEntityAction):
+        return native(action.actors, action.actees)
+    return native(action.index, action.label)
 
 
 class EntityGymEnvironment(Environment):
@@ -198,9 +203,9 @@ class EntityGymEnvironment(Environment):
         self._builders: dict[str, ActionBuilder] = {}
         self.native_actions: dict[str, ActionConstructor] = {}
         for action, space in dict(self.env.action_space()).items():
-            ours, build, native = _convert_action_space(action, space, self.name)
+            ours, native = _convert_action_space(action, space, self.name)
             self._action_space[action] = ours
-            self._builders[action] = build
+            self._builders[action] = functools.partial(_rebuild, native)
             self.native_actions[action] = native
         self._mask_converters: dict[type, Callable[[Any], ActionMask]] = {}
         self._checked: set[type] = set()
