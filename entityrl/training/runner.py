@@ -333,7 +333,11 @@ class Trainer:
             path = self.save()
             self._check_in_sync()
         finally:
+            # Collect what became garbage while frozen now, while the process group and the
+            # environments still exist: left to interpreter exit, a data-parallel rank
+            # sometimes aborted in teardown (std::terminate).
             gc.unfreeze()
+            gc.collect()
             if self.log is not None:
                 self.log.close()
             self.env.close()
