@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 import torch
-from torch import nn
 
+from entityrl.algo.optimizer import FlatOptimizer
 from entityrl.algo.reduce import Reducer
 from entityrl.algo.rollout import Minibatch, Rollout
 from entityrl.nn.rogue_net import PolicyOutput, RogueNet
@@ -159,7 +159,7 @@ STATS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac")
 
 def ppo_update(
     net: RogueNet,
-    optimizer: torch.optim.Optimizer,
+    optimizer: FlatOptimizer,
     rollout: Rollout,
     ppo: PPOConfig,
     optim: OptimConfig,
@@ -192,7 +192,7 @@ def ppo_update(
             local_actors = sum(int(a.lengths[rows].sum()) for a in rollout.actions.values())
             n_actors, n_rows = reducer.sum([local_actors, rows.shape[0]])
             n_actors = max(n_actors, 1.0)
-            optimizer.zero_grad(set_to_none=True)
+            optimizer.zero_grad()
             local = np.zeros(len(STATS))
             for micro in range(0, rows.shape[0], micro_bs):
                 part = slice(micro, micro + micro_bs)
@@ -211,11 +211,7 @@ def ppo_update(
                     terms.approx_kl / n_actors,
                     terms.clipped / n_actors,
                 ]
-            reducer.sum_gradients(net.parameters())
-            grad_norm = float(
-                nn.utils.clip_grad_norm_(net.parameters(), optim.max_grad_norm, foreach=True)
-            )
-            optimizer.step()
+            grad_norm = optimizer.step(optim.max_grad_norm, reducer)
             stats = dict(zip(STATS, reducer.sum(local), strict=True))
             stats["grad_norm"] = grad_norm
             for key, value in stats.items():

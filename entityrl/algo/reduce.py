@@ -7,7 +7,6 @@ covers all processes and every process ends with the same gradients).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -25,8 +24,8 @@ class Reducer:
         """Element-wise sum over all processes."""
         return np.asarray(values, dtype=np.float64)
 
-    def sum_gradients(self, parameters: Iterable[torch.Tensor]) -> None:
-        """Replace every gradient by its sum over all processes."""
+    def sum_in_place(self, tensor: torch.Tensor) -> None:
+        """Replace ``tensor``'s values (a flat gradient) by their sums over all processes."""
 
     def gather(self, value: Any) -> list[Any]:
         """Every process's ``value``, in rank order."""

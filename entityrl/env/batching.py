@@ -16,7 +16,6 @@ import numpy.typing as npt
 
 from entityrl.env.observation import (
     Action,
-    ActionMask,
     CategoricalAction,
     EntityID,
     GlobalCategoricalAction,
@@ -71,23 +70,34 @@ class Batcher:
         self.num_features = [len(e.features) for e in obs_space.entities.values()]
         self.type_column = {name: t for t, name in enumerate(self.type_names)}
         self.num_global = len(obs_space.global_features)
-        self._columns: dict[tuple[str, ...] | None, tuple[int, ...]] = {}
+        # Each distinct type selection gets a code: its row in a table of the selected
+        # columns (padded with -1 to one per type). Code 0 selects nothing.
+        self._column_codes: dict[tuple[str, ...] | None, int] = {(): 0}
+        self.column_table = np.full((1, len(self.type_names)), -1, dtype=np.int64)
         self._make = {name: _OWN_ACTIONS[type(space)] for name, space in self.action_space.items()}
         self._make.update(make_actions or {})
 
-    def columns(self, types: Sequence[str] | None) -> tuple[int, ...]:
-        """The columns of ``types`` (all types if None), padded with -1 to one per type."""
+    def column_code(self, types: Sequence[str] | None) -> int:
+        """The code of the selection of ``types`` (all types if None); see ``column_table``."""
         key = None if types is None else tuple(types)
-        cached = self._columns.get(key)
-        if cached is None:
+        code = self._column_codes.get(key)
+        if code is None:
             width = len(self.type_names)
             named = range(width) if key is None else [self.type_column[t] for t in key]
-            cached = self._columns[key] = (*named, *(-1,) * (width - len(named)))
-        return cached
+            row = np.array([*named, *(-1,) * (width - len(named))], dtype=np.int64)
+            code = self._column_codes[key] = len(self.column_table)
+            self.column_table = np.vstack([self.column_table, row])
+        return code
 
     # ------------------------------------------------------------------ observations -> VecObs
-    def batch(self, observations: Sequence[Observation]) -> VecObs:
-        """Stack observations into one :class:`VecObs` (reward and done taken from each)."""
+    def batch(
+        self,
+        observations: Sequence[Observation],
+        reward: npt.NDArray[np.float32] | None = None,
+        done: npt.NDArray[np.bool_] | None = None,
+    ) -> VecObs:
+        """Stack observations into one :class:`VecObs`; reward and done are taken from each
+        observation unless given (a step's, when the observation is a reset's)."""
         n = len(observations)
         counts = np.zeros((n, len(self.type_names)), dtype=np.int64)
         features: dict[str, RaggedArray] = {}
@@ -119,8 +129,12 @@ class Batcher:
             features=features,
             global_features=global_features,
             action_masks=action_masks,
-            reward=np.fromiter((obs.reward for obs in observations), np.float32, count=n),
-            done=np.fromiter((obs.done for obs in observations), np.bool_, count=n),
+            reward=np.fromiter((obs.reward for obs in observations), np.float32, count=n)
+            if reward is None
+            else reward,
+            done=np.fromiter((obs.done for obs in observations), np.bool_, count=n)
+            if done is None
+            else done,
             visible=visible,
         )
 
@@ -172,45 +186,42 @@ class Batcher:
         categorical actions, or the position in the row's actee list for select-entity actions.
         """
         per_env: list[dict[str, Action]] = [{} for _ in observations]
+        type_names = self.type_names
+        # One pass per action over the environments, the kind of action decided outside it:
+        # this loop runs for every environment and action of every step.
         for name, space in self.action_space.items():
             chosen = actions.get(name)
             if chosen is None:
                 continue
             make = self._make[name]
+            kind = type(space)
+            choices = getattr(space, "choices", None)
             values = chosen.data[:, 0]
             bounds = chosen.offsets.tolist()
             for i, obs in enumerate(observations):
                 spec = obs.actions.get(name)
-                if spec is not None:
-                    row = values[bounds[i] : bounds[i + 1]]
-                    per_env[i][name] = self._action(space, make, spec, obs, row)
+                if spec is None:
+                    continue
+                lo, hi = bounds[i], bounds[i + 1]
+                if kind is GlobalCategoricalActionSpace:
+                    index = int(values[lo])
+                    per_env[i][name] = make(index, choices[index])  # type: ignore[index]
+                    continue
+                # Rows without actors are common (an action offered to nobody this step):
+                # naming the actors and candidates would be wasted work.
+                actors = (
+                    named_entities(obs, type_names, spec.actor_ids, spec.actor_types)
+                    if hi > lo
+                    else []
+                )
+                if kind is CategoricalActionSpace:
+                    per_env[i][name] = make(actors, values[lo:hi], choices)
+                elif hi > lo:
+                    candidates = named_entities(obs, type_names, spec.actee_ids, spec.actee_types)
+                    per_env[i][name] = make(actors, [candidates[j] for j in values[lo:hi].tolist()])
+                else:
+                    per_env[i][name] = make([], [])
         return per_env
-
-    def _action(
-        self,
-        space: ActionSpace,
-        make: ActionConstructor,
-        spec: ActionMask,
-        obs: Observation,
-        row: npt.NDArray[np.int64],
-    ) -> Action:
-        """One environment's action from its row of chosen values."""
-        if isinstance(space, GlobalCategoricalActionSpace):
-            index = int(row[0])
-            return make(index, space.choices[index])  # type: ignore[no-any-return]
-        # Rows without actors are common (an action offered to nobody this step): naming the
-        # actors and candidates would be wasted work. (Only masks of actors get here.)
-        actors = (
-            named_entities(obs, self.type_names, spec.actor_ids, spec.actor_types)  # type: ignore[union-attr]
-            if row.size
-            else []
-        )
-        if isinstance(space, CategoricalActionSpace):
-            return make(actors, row, space.choices)  # type: ignore[no-any-return]
-        if not row.size:
-            return make([], [])  # type: ignore[no-any-return]
-        candidates = named_entities(obs, self.type_names, spec.actee_ids, spec.actee_types)  # type: ignore[union-attr]
-        return make(actors, [candidates[j] for j in row.tolist()])  # type: ignore[no-any-return]
 
 
 class _EntityIndex:
@@ -232,20 +243,19 @@ class _EntityIndex:
         """For each row, the indices of the entities its selection names, in the order named:
         the ids given; else all entities of the types given; else (both None) every entity."""
         n = len(selections)
-        columns_of = self.batcher.columns
-        no_columns = columns_of(())
-        padded: list[tuple[int, ...]] = []
+        code_of = self.batcher.column_code
+        codes: list[int] = []
         by_id: list[tuple[int, Sequence[EntityID]]] = []
         for i, selection in enumerate(selections):
             if selection is None:
-                padded.append(no_columns)
+                codes.append(0)
             elif selection[0] is not None:
                 by_id.append((i, selection[0]))
-                padded.append(no_columns)
+                codes.append(0)
             else:
-                padded.append(columns_of(selection[1]))
+                codes.append(code_of(selection[1]))
         # Rows by type: the ranges of the selected columns, row after row, column after column.
-        columns = np.array(padded, dtype=np.int64).reshape(n, len(self.batcher.type_names))
+        columns = self.batcher.column_table[np.array(codes, dtype=np.int64)]
         valid = columns >= 0
         rows = np.arange(n)[:, None]
         safe = np.where(valid, columns, 0)
@@ -298,6 +308,11 @@ def _stack(blocks: Sequence[Any], width: int, dtype: npt.DTypeLike) -> npt.NDArr
     """Blocks of rows (each an array or a list of rows of ``width`` values) as one
     ``(rows, width)`` array. Lists are joined first and converted in one numpy call, which is
     far cheaper than converting many short lists one by one."""
+    if all(type(block) is np.ndarray and block.ndim == 2 for block in blocks) and blocks:
+        # The common case, one 2-D array per environment: no per-block conversion.
+        stacked = np.concatenate(blocks, dtype=dtype, casting="unsafe")  # type: ignore[arg-type]
+        if stacked.shape[1] == width:
+            return stacked
     if any(isinstance(block, np.ndarray) for block in blocks):
         arrays = [np.asarray(block, dtype=dtype).reshape(len(block), width) for block in blocks]
         return np.concatenate(arrays) if arrays else np.zeros((0, width), dtype=dtype)

@@ -184,9 +184,7 @@ class SerialVecEnv(VecEnv):
                 self._metrics[i] = dict(obs.metrics)
             observations.append(obs)
         self._observations = observations
-        batch = self.batcher.batch(observations)
-        batch.reward = rewards
-        batch.done = dones
+        batch = self.batcher.batch(observations, rewards, dones)
         batch.metrics = self.episodes.step(rewards, dones)
         for key, values in env_metrics.items():
             batch.metrics[key] = np.asarray(values, dtype=np.float64)

@@ -1,49 +1,19 @@
-"""Action and value heads: categorical per actor, select-entity, value."""
+"""Action and value heads: categorical per actor, select-entity, value.
+
+The masked categorical distribution the action heads end in (``masked_categorical``, and its
+``HeadOutput``) lives in :mod:`entityrl.nn.kernels.categorical` with the kernel that computes
+it (and its torch fallback); it is re-exported here.
+"""
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import torch
 from torch import nn
 
+from entityrl.nn.kernels.categorical import HeadOutput, masked_categorical
 from entityrl.nn.layout import SelectLayout
 
-
-@dataclass
-class HeadOutput:
-    """Per actor: the action (sampled or given), its log-probability and the entropy."""
-
-    actions: torch.Tensor  # (A,) int64
-    logprob: torch.Tensor  # (A,)
-    entropy: torch.Tensor  # (A,)
-
-
-def masked_categorical(
-    logits: torch.Tensor,
-    legal: torch.Tensor | None,
-    chosen: torch.Tensor | None = None,
-    deterministic: bool = False,
-) -> HeadOutput:
-    """Sample (or score ``chosen``) from categorical distributions with illegal choices removed.
-
-    Illegal choices get logit -inf, hence probability exactly 0: they are never sampled.
-    """
-    if legal is not None:
-        logits = logits.masked_fill(~legal, float("-inf"))
-    logp = torch.log_softmax(logits, dim=-1)
-    if chosen is None:
-        if deterministic:
-            chosen = logits.argmax(dim=-1)
-        else:
-            # Gumbel-max: argmax(logits + Gumbel noise) is a sample of softmax(logits).
-            u = torch.rand_like(logits)
-            chosen = (logits - torch.log(-torch.log(u))).argmax(dim=-1)
-    logprob = logp.gather(1, chosen.unsqueeze(1)).squeeze(1)
-    # p * log p with p = 0 where illegal (log p = -inf there, so zero it first).
-    safe_logp = logp if legal is None else logp.masked_fill(~legal, 0.0)
-    entropy = -(logp.exp() * safe_logp).sum(dim=-1)
-    return HeadOutput(chosen, logprob, entropy)
+__all__ = ["CategoricalHead", "HeadOutput", "SelectEntityHead", "ValueHead", "masked_categorical"]
 
 
 class CategoricalHead(nn.Module):

@@ -12,7 +12,6 @@ from __future__ import annotations
 import datetime
 import multiprocessing as mp
 import socket
-from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,20 +42,8 @@ class ProcessGroupReducer(Reducer):
         dist.all_reduce(tensor)
         return tensor.numpy()
 
-    def sum_gradients(self, parameters: Iterable[torch.Tensor]) -> None:
-        params = list(parameters)
-        # A head that saw no actors here has no gradient; it must still take part (as zeros),
-        # or the processes would reduce buffers of different sizes.
-        for p in params:
-            if p.grad is None:
-                p.grad = torch.zeros_like(p)
-        flat = torch.cat([p.grad.reshape(-1) for p in params])  # type: ignore[union-attr]
-        dist.all_reduce(flat)
-        offset = 0
-        for p in params:
-            size = p.numel()
-            p.grad.copy_(flat[offset : offset + size].view_as(p))  # type: ignore[union-attr]
-            offset += size
+    def sum_in_place(self, tensor: torch.Tensor) -> None:
+        dist.all_reduce(tensor)
 
     def gather(self, value: Any) -> list[Any]:
         gathered: list[Any] = [None] * self.world_size

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from entityrl.algo.optimizer import FlatOptimizer
 from entityrl.algo.ppo import ppo_update
 from entityrl.algo.reduce import Reducer
 from entityrl.env.environment import Environment
@@ -161,14 +162,15 @@ class Trainer:
         self.net = RogueNet(self.env.obs_space, self.env.action_space, config.net)
         if self.rank:
             torch.manual_seed(config.seed + self.rank)  # each rank samples its own actions
-        self.optimizer = torch.optim.Adam(
-            self.net.parameters(),
-            lr=config.optim.lr,
-            eps=config.optim.eps,
-            weight_decay=config.optim.weight_decay,
-            # One fused kernel instead of a loop over parameter tensors: for networks this
-            # small the optimizer step is otherwise a visible share of every update.
-            fused=True,
+        self.optimizer = FlatOptimizer(
+            self.net,
+            lambda params: torch.optim.Adam(
+                params,
+                lr=config.optim.lr,
+                eps=config.optim.eps,
+                weight_decay=config.optim.weight_decay,
+                fused=True,
+            ),
         )
         self.sampler = make_sampler(
             self.env, self.net, config.rollout.steps, config.rollout.pipeline

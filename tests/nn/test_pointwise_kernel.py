@@ -11,7 +11,6 @@ bfloat16 results must be the float64 value correctly rounded, give or take a hai
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 
 import pytest
 import torch
@@ -19,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from torch.nn import functional
 
-from entityrl.nn.kernels import build, pointwise
+from entityrl.nn.kernels import build
 from entityrl.nn.kernels.pointwise import gelu, kernel_available, layer_norm
 
 if os.environ.get("ENTITYRL_NO_KERNELS", "") not in ("", "0"):
@@ -318,17 +317,6 @@ def test_gelu_shapes_layouts_and_other_dtypes() -> None:
 
 # ---------------------------------------------------------------------------------------
 # Without the kernel
-
-
-@pytest.fixture
-def no_kernel(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The environment switch off; the kernel loaded again afterwards."""
-    monkeypatch.setenv("ENTITYRL_NO_KERNELS", "1")
-    pointwise._reset()
-    yield
-    monkeypatch.undo()
-    pointwise._reset()
-    assert kernel_available()
 
 
 @pytest.mark.usefixtures("no_kernel")

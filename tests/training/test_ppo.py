@@ -7,6 +7,7 @@ import copy
 import numpy as np
 import torch
 
+from entityrl.algo.optimizer import FlatOptimizer
 from entityrl.algo.ppo import ppo_losses, ppo_update
 from entityrl.envs import make_vec
 from entityrl.nn import RogueNet, RogueNetConfig
@@ -41,7 +42,7 @@ def test_micro_batches_give_the_same_update_as_one_batch() -> None:
     results = []
     for micro_bs in (None, 12):
         model = copy.deepcopy(net)
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        optimizer = FlatOptimizer(model, lambda ps: torch.optim.SGD(ps, lr=0.1))
         optim = OptimConfig(bs=48, micro_bs=micro_bs, max_grad_norm=1e9)
         ppo_update(
             model,
@@ -64,7 +65,7 @@ def test_rows_without_actors_still_train_the_value() -> None:
     before = copy.deepcopy(net.value_head.state_dict())
     stats = ppo_update(
         net,
-        torch.optim.Adam(net.parameters(), lr=0.01),
+        FlatOptimizer(net, lambda ps: torch.optim.Adam(ps, lr=0.01)),
         rollout,
         PPOConfig(),
         OptimConfig(bs=16),
@@ -79,7 +80,7 @@ def test_target_kl_stops_the_epochs_early() -> None:
     net, rollout = rollout_of("CherryPick")
     stats = ppo_update(
         net,
-        torch.optim.Adam(net.parameters(), lr=0.5),
+        FlatOptimizer(net, lambda ps: torch.optim.Adam(ps, lr=0.5)),
         rollout,
         PPOConfig(update_epochs=10, target_kl=1e-6),
         OptimConfig(bs=16),

@@ -71,30 +71,11 @@ class _Kernel:
         self.vector_width, self.max_head_dim, self.openmp = info[0], info[1], bool(info[2])
 
 
-_kernel: _Kernel | None = None
-_loaded = False
+_LIBRARY = build.LazyKernel("attention", _Kernel)
+_get_kernel = _LIBRARY.get
+_reset = _LIBRARY.reset
+kernel_available = _LIBRARY.available
 _warned: set[str] = set()
-
-
-def _get_kernel() -> _Kernel | None:
-    global _kernel, _loaded
-    if not _loaded:
-        lib = build.load_library("attention")
-        _kernel = _Kernel(lib) if lib is not None else None
-        _loaded = True
-    return _kernel
-
-
-def _reset() -> None:
-    """Forget the loaded kernel (the next call builds or loads it again); for tests."""
-    global _kernel, _loaded
-    build.load_library.cache_clear()
-    _kernel, _loaded = None, False
-
-
-def kernel_available() -> bool:
-    """Whether the compiled kernel can be used (built and loaded on the first call)."""
-    return _get_kernel() is not None
 
 
 def max_head_dim() -> int:
@@ -156,7 +137,7 @@ def ragged_attention(
     d_model = shape[1] // 3
     if n_head <= 0 or d_model % n_head:
         raise ValueError(f"d_model ({d_model}) must be divisible by n_head ({n_head})")
-    kernel = _kernel if _loaded else _get_kernel()
+    kernel = _get_kernel()
     dtype = _DTYPE_CODES.get(qkv.dtype)
     if kernel is None or dtype is None or not qkv.is_cpu:
         return reference_attention(qkv, row_slot, row_len, n_head, visible)

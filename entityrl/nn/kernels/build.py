@@ -29,9 +29,13 @@ import shutil
 import subprocess
 import tempfile
 import warnings
+from collections.abc import Callable
 from pathlib import Path
+from typing import Generic, TypeVar
 
 logger = logging.getLogger(__name__)
+
+K = TypeVar("K")
 
 SOURCE_DIR = Path(__file__).resolve().parent
 BASE_FLAGS = ["-O3", "-std=c++17", "-fPIC", "-shared", "-ffp-contract=fast", "-fno-math-errno"]
@@ -177,3 +181,32 @@ def load_library(name: str = "attention") -> ctypes.CDLL | None:
         return None
     unavailable_reason = None
     return lib
+
+
+class LazyKernel(Generic[K]):
+    """Library ``name`` (``<name>.cpp``), built and loaded on first use, and wrapped by
+    ``bind``, which sets its entry points' ctypes signatures (and may return None where the
+    library cannot serve this CPU). One per kernel module."""
+
+    def __init__(self, name: str, bind: Callable[[ctypes.CDLL], K | None]) -> None:
+        self.name = name
+        self.bind = bind
+        self._loaded = False
+        self._kernel: K | None = None
+
+    def get(self) -> K | None:
+        """The bound kernel, or None where it cannot be used."""
+        if not self._loaded:
+            lib = load_library(self.name)
+            self._kernel = None if lib is None else self.bind(lib)
+            self._loaded = True
+        return self._kernel
+
+    def available(self) -> bool:
+        """Whether the compiled kernel can be used (built and loaded on the first call)."""
+        return self.get() is not None
+
+    def reset(self) -> None:
+        """Forget the loaded library (the next call builds or loads it again); for tests."""
+        load_library.cache_clear()
+        self._kernel, self._loaded = None, False

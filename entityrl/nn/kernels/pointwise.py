@@ -17,7 +17,6 @@ for the backward when no gradient will be needed (rollouts).
 from __future__ import annotations
 
 import ctypes
-import functools
 from typing import Any
 
 import torch
@@ -49,21 +48,10 @@ class _Kernel:
             fn.restype = i64
 
 
-@functools.cache
-def _get_kernel() -> _Kernel | None:
-    lib = build.load_library("pointwise")
-    return None if lib is None else _Kernel(lib)
-
-
-def _reset() -> None:
-    """Forget the loaded kernel (the next call builds or loads it again); for tests."""
-    build.load_library.cache_clear()
-    _get_kernel.cache_clear()
-
-
-def kernel_available() -> bool:
-    """Whether the compiled kernels can be used (built and loaded on the first call)."""
-    return _get_kernel() is not None
+_LIBRARY = build.LazyKernel("pointwise", _Kernel)
+_get_kernel = _LIBRARY.get
+_reset = _LIBRARY.reset
+kernel_available = _LIBRARY.available
 
 
 def _check(err: int, op: str) -> None:

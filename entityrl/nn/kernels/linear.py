@@ -1,0 +1,228 @@
+"""A CPU kernel for bfloat16 linear layers on small batches of rows (AVX512-BF16 only).
+
+Why a kernel: during rollouts the network runs on one row per environment or entity, some
+64-256 rows, through d_model-wide linear layers. There oneDNN's bfloat16 product costs 14-18 us
+a call whatever the size (float32 3-13 us), and casting x, the weight and the bias to bfloat16
+adds three more ops; four such layers run per transformer block and inference call. This kernel (``linear.cpp``,
+compiled on first use like the others, see :mod:`entityrl.nn.kernels.build`) multiplies with
+the same instruction oneDNN uses (VDPBF16PS: bfloat16 products, float32 sums) and gives the
+same results in 6-9 us at 64-256 rows (benchmarks/linear.py): to the bit on the AVX512-BF16
+machine measured; where oneDNN uses AMX it sums in another order, and a value may differ by
+one bfloat16 unit. It stays faster than oneDNN up to about 2048 rows on one thread; above
+``MAX_ROWS``, :func:`small_batch_linear` leaves the product to oneDNN.
+
+The weight is packed once into the kernel's layout (its bfloat16 values, pairs of input
+features interleaved in blocks of 16 outputs): :func:`small_batch_linear` keeps one packing per
+layer, for as long as the layer lives. A packing is never stale: it keeps a float32 copy of the
+weight it was made from, and every call compares the weight with it (in C, a fraction of the
+product's time) and packs again when anything changed. Checking the weight's ``_version``
+instead would miss every training step: the trainer's parameters are views into one flat tensor
+stepped by a fused optimizer, and neither path bumps the views' version counters.
+
+Where the kernel cannot run (no AVX512-BF16 or no compiler on this machine, or
+``ENTITYRL_NO_KERNELS=1``), :func:`small_batch_linear` returns None and the caller uses torch.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import weakref
+
+import torch
+from torch import nn
+
+from entityrl.nn.kernels import build
+
+__all__ = ["MAX_ROWS", "kernel_available", "linear", "pack", "small_batch_linear"]
+
+logger = logging.getLogger(__name__)
+
+# The most rows small_batch_linear gives the kernel. Measured against oneDNN on one thread
+# (benchmarks/linear.py), the kernel is faster for every layer of d_model 32, 64 and 128 up to
+# 2048 rows (by 3-64% there); at 4096 some layers of d_model 64 are slower (by 2-7%): both run
+# at the instruction's throughput and only oneDNN's fixed cost separated them.
+MAX_ROWS = 2048
+
+_DTYPE_CODES = {torch.float32: 0, torch.bfloat16: 1}
+_ERRORS = {-1: "unsupported dtype", -2: "bad sizes", -3: "no AVX512-BF16", -5: "out of memory"}
+
+
+class _Kernel:
+    """The library's entry points, with their ctypes signatures set once."""
+
+    def __init__(self, lib: ctypes.CDLL) -> None:
+        i64, ptr = ctypes.c_int64, ctypes.c_void_p
+        self.supported = bool(lib.lin_supported())
+        self.state_bytes = lib.lin_state_bytes
+        self.state_bytes.argtypes = [i64, i64]
+        self.pack = lib.lin_pack
+        self.pack.argtypes = [ptr, i64, i64, ptr]
+        self.forward = lib.lin_forward
+        self.forward.argtypes = [ptr, i64, ptr, ptr, ptr, ptr, i64, i64, i64, i64, i64]
+        for fn in (lib.lin_supported, self.state_bytes, self.pack, self.forward):
+            fn.restype = i64
+
+
+def _bind(lib: ctypes.CDLL) -> _Kernel | None:
+    kernel = _Kernel(lib)
+    if not kernel.supported:
+        logger.info("bfloat16 linear kernel: this CPU lacks AVX512-BF16; using torch")
+        return None
+    return kernel
+
+
+_LIBRARY = build.LazyKernel("linear", _bind)
+_get_kernel = _LIBRARY.get
+kernel_available = _LIBRARY.available
+
+
+def _reset() -> None:
+    """Forget the loaded kernel and the packed weights; for tests."""
+    _LIBRARY.reset()
+    _packed.clear()
+
+
+def _require_kernel() -> _Kernel:
+    kernel = _get_kernel()
+    if kernel is None:
+        raise RuntimeError(
+            "the bfloat16 linear kernel is unavailable: "
+            f"{build.unavailable_reason or 'this CPU lacks AVX512-BF16'}"
+        )
+    return kernel
+
+
+def _check(err: int, op: str) -> None:
+    if err:
+        message = f"{op}: {_ERRORS.get(err, f'error {err}')}"
+        raise MemoryError(message) if err == -5 else ValueError(message)
+
+
+def _pack(kernel: _Kernel, weight: torch.Tensor) -> torch.Tensor:
+    n, k = weight.shape
+    state = torch.empty(kernel.state_bytes(n, k), dtype=torch.uint8)
+    _check(kernel.pack(weight.data_ptr(), n, k, state.data_ptr()), "pack")
+    return state
+
+
+def pack(weight: torch.Tensor) -> torch.Tensor:
+    """The packed form of a float32 ``(N, K)`` CPU weight for :func:`linear` (a uint8 tensor:
+    a float32 copy of the weight, then its bfloat16 values in the kernel's layout). Raises
+    RuntimeError without the kernel, ValueError for other weights."""
+    kernel = _require_kernel()
+    if weight.dim() != 2 or weight.dtype != torch.float32 or not weight.is_cpu:
+        raise ValueError(f"pack: weight must be a 2-D float32 CPU tensor, got {weight!r:.80}")
+    return _pack(kernel, weight.detach().contiguous())
+
+
+def _forward(
+    kernel: _Kernel,
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    state: torch.Tensor,
+    out_dtype: torch.dtype,
+) -> torch.Tensor:
+    """The kernel on contiguous CPU tensors of the right dtypes (not checked)."""
+    n, k = weight.shape
+    out = torch.empty((*x.shape[:-1], n), dtype=out_dtype)
+    err = kernel.forward(
+        x.data_ptr(),
+        _DTYPE_CODES[x.dtype],
+        weight.data_ptr(),
+        None if bias is None else bias.data_ptr(),
+        state.data_ptr(),
+        out.data_ptr(),
+        _DTYPE_CODES[out_dtype],
+        x.numel() // k,
+        n,
+        k,
+        torch.get_num_threads(),
+    )
+    _check(err, "linear")
+    return out
+
+
+def linear(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    packed: torch.Tensor | None = None,
+    out_dtype: torch.dtype = torch.bfloat16,
+) -> torch.Tensor:
+    """``functional.linear(x.bfloat16(), weight.bfloat16(), bias.bfloat16()).to(out_dtype)``
+    by the kernel, without autograd.
+
+    ``x``: ``(..., K)`` float32 or bfloat16; ``weight``: ``(N, K)`` float32; ``bias``: ``(N,)``
+    float32 or None; all on the CPU. ``packed``: :func:`pack` of this weight (or of an earlier
+    value of it: it is packed again if it changed), None to pack it now. ``out_dtype``:
+    bfloat16 or float32 (the float32 sums, not rounded). Raises RuntimeError without the
+    kernel, ValueError for other inputs.
+    """
+    kernel = _require_kernel()
+    if weight.dim() != 2 or x.dim() == 0 or x.shape[-1] != weight.shape[1]:
+        raise ValueError(
+            f"linear: x (..., K) and weight (N, K) do not match: {tuple(x.shape)}, "
+            f"{tuple(weight.shape)}"
+        )
+    if bias is not None and bias.shape != weight.shape[:1]:
+        raise ValueError(f"linear: bias must be ({weight.shape[0]},), got {tuple(bias.shape)}")
+    tensors = (x, weight) if bias is None else (x, weight, bias)
+    if (
+        x.dtype not in _DTYPE_CODES
+        or out_dtype not in _DTYPE_CODES
+        or any(t.dtype != torch.float32 for t in tensors[1:])
+        or not all(t.is_cpu for t in tensors)
+    ):
+        raise ValueError("linear: x float32 or bfloat16, weight and bias float32, on the CPU")
+    weight = weight.detach().contiguous()
+    bias = None if bias is None else bias.detach().contiguous()
+    state = _pack(kernel, weight) if packed is None else packed
+    if state.dtype != torch.uint8 or state.numel() != kernel.state_bytes(*weight.shape):
+        raise ValueError("linear: packed is not the packing of a weight of this shape")
+    return _forward(kernel, x.detach().contiguous(), weight, bias, state, out_dtype)
+
+
+# Each layer's weight shape and packing, for as long as the layer lives (weak keys: nothing
+# outlives it, and a new layer at a dead one's address cannot find the old packing).
+_packed: weakref.WeakKeyDictionary[nn.Module, tuple[torch.Size, torch.Tensor]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def small_batch_linear(layer: nn.Linear, x: torch.Tensor) -> torch.Tensor | None:
+    """``layer(x)`` in bfloat16 by the kernel (as ``functional.linear`` of ``x``, the weight
+    and the bias rounded to bfloat16), or None where torch should compute it: a gradient will
+    be needed, more than MAX_ROWS rows, ``x`` not a float32 or bfloat16 CPU tensor of
+    ``in_features`` columns, parameters not float32 CPU tensors, or no kernel here."""
+    # Read from the parameter dict: Module.__getattr__ costs 0.5 us a parameter, a fifth of
+    # the kernel's time at these sizes. A parametrized weight (not in it) is left to torch.
+    weight, bias = layer._parameters.get("weight"), layer._parameters.get("bias")
+    if weight is None:
+        return None
+    if torch.is_grad_enabled() and (
+        x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)
+    ):
+        return None
+    if (
+        x.dtype not in _DTYPE_CODES
+        or not x.is_cpu
+        or x.dim() == 0
+        or x.shape[-1] != weight.shape[1]
+        or x.numel() > MAX_ROWS * weight.shape[1]
+        or weight.numel() == 0
+        or weight.dtype != torch.float32
+        or not weight.is_cpu
+        or (bias is not None and (bias.dtype != torch.float32 or not bias.is_cpu))
+    ):
+        return None
+    kernel = _get_kernel()
+    if kernel is None:
+        return None
+    weight = weight.contiguous()
+    entry = _packed.get(layer)
+    if entry is None or entry[0] != weight.shape:
+        entry = _packed[layer] = (weight.shape, _pack(kernel, weight))
+    bias = None if bias is None else bias.contiguous()
+    return _forward(kernel, x.contiguous(), weight, bias, entry[1], torch.bfloat16)
