@@ -6,12 +6,17 @@ tensors one by one: for such a network each took 130-150 us per minibatch, more 
 arithmetic. Here every parameter is a view into one flat tensor, so the optimizer steps one
 tensor, the gradient norm is one reduction, clipping one multiplication, and a data-parallel
 run sums one buffer.
+
+:class:`Adam` steps that one tensor with torch's Adam arithmetic in seven tensor operations.
+It exists for memory: constructing any ``torch.optim`` optimizer imports ``torch._dynamo``,
+which adds some 70 MB to the process (a third of a small training run's peak).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch import nn
@@ -19,9 +24,94 @@ from torch import nn
 from entityrl.algo.reduce import Reducer
 
 
+class Optimizer(Protocol):
+    """What FlatOptimizer needs of an optimizer (torch's optimizers have it)."""
+
+    param_groups: list[dict[str, Any]]
+
+    def step(self) -> Any: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None: ...
+
+
+class Adam:
+    """Adam (Kingma and Ba) over tensors with gradients, as ``torch.optim.Adam`` computes it,
+    with its state dict layout (so checkpoints load either way); no AMSGrad, no maximize."""
+
+    def __init__(
+        self,
+        params: list[nn.Parameter],
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+    ) -> None:
+        self.params = list(params)
+        self.param_groups = [
+            {
+                "lr": lr,
+                "betas": tuple(betas),
+                "eps": eps,
+                "weight_decay": weight_decay,
+                "amsgrad": False,
+                "maximize": False,
+                "params": self.params,
+            }
+        ]
+        self.state: dict[int, dict[str, torch.Tensor]] = {}
+
+    @torch.no_grad()
+    def step(self) -> None:
+        group = self.param_groups[0]
+        beta1, beta2 = group["betas"]
+        for i, param in enumerate(self.params):
+            grad = param.grad
+            if grad is None:
+                continue
+            state = self.state.get(i)
+            if state is None:
+                state = self.state[i] = {
+                    "step": torch.zeros((), dtype=torch.float32),
+                    "exp_avg": torch.zeros_like(param),
+                    "exp_avg_sq": torch.zeros_like(param),
+                }
+            state["step"] += 1
+            if group["weight_decay"]:
+                grad = grad.add(param, alpha=group["weight_decay"])
+            exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+            exp_avg.lerp_(grad, 1 - beta1)
+            exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+            step = float(state["step"])
+            denom = (exp_avg_sq.sqrt() / math.sqrt(1 - beta2**step)).add_(group["eps"])
+            param.addcdiv_(exp_avg, denom, value=-group["lr"] / (1 - beta1**step))
+
+    def state_dict(self) -> dict[str, Any]:
+        group = {**self.param_groups[0], "params": list(range(len(self.params)))}
+        return {"state": dict(self.state), "param_groups": [group]}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        groups = state_dict["param_groups"]
+        if len(groups) != 1 or len(groups[0]["params"]) != len(self.params):
+            raise ValueError(
+                f"the optimizer state does not fit {len(self.params)} parameters in 1 group"
+            )
+        self.param_groups[0].update({k: v for k, v in groups[0].items() if k != "params"})
+        self.param_groups[0]["betas"] = tuple(self.param_groups[0]["betas"])
+        self.state = {}
+        for i, saved in state_dict["state"].items():
+            param = self.params[int(i)]
+            self.state[int(i)] = {
+                "step": torch.as_tensor(saved["step"], dtype=torch.float32).clone(),
+                "exp_avg": saved["exp_avg"].to(param.dtype).clone(),
+                "exp_avg_sq": saved["exp_avg_sq"].to(param.dtype).clone(),
+            }
+
+
 class FlatOptimizer:
-    """``make([flat])`` (e.g. ``lambda ps: torch.optim.Adam(ps, lr=1e-3)``) stepping all of
-    ``module``'s parameters, which become views into ``flat``.
+    """``make([flat])`` (e.g. ``lambda ps: Adam(ps, lr=1e-3)``, or any torch optimizer)
+    stepping all of ``module``'s parameters, which become views into ``flat``.
 
     The module trains as before: gradients accumulate in each parameter's ``.grad``;
     :meth:`step` gathers them into the flat gradient. A parameter without gradient (a head
@@ -31,9 +121,7 @@ class FlatOptimizer:
     afterwards (``load_state_dict`` copies into them, which is fine).
     """
 
-    def __init__(
-        self, module: nn.Module, make: Callable[[list[nn.Parameter]], torch.optim.Optimizer]
-    ) -> None:
+    def __init__(self, module: nn.Module, make: Callable[[list[nn.Parameter]], Optimizer]) -> None:
         self.params = [p for p in module.parameters() if p.requires_grad]
         if not self.params:
             raise ValueError("FlatOptimizer: the module has no trainable parameters")

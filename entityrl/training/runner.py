@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from entityrl.algo.optimizer import FlatOptimizer
+from entityrl.algo.optimizer import Adam, FlatOptimizer
 from entityrl.algo.ppo import ppo_update
 from entityrl.algo.reduce import Reducer
 from entityrl.env.environment import Environment
@@ -164,12 +164,11 @@ class Trainer:
             torch.manual_seed(config.seed + self.rank)  # each rank samples its own actions
         self.optimizer = FlatOptimizer(
             self.net,
-            lambda params: torch.optim.Adam(
+            lambda params: Adam(
                 params,
                 lr=config.optim.lr,
                 eps=config.optim.eps,
                 weight_decay=config.optim.weight_decay,
-                fused=True,
             ),
         )
         self.sampler = make_sampler(

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import copy
+import subprocess
+import sys
 
 import pytest
 import torch
 from torch import nn
 
-from entityrl.algo.optimizer import FlatOptimizer
+from entityrl.algo.optimizer import Adam, FlatOptimizer
 
 
 def small_net() -> nn.Module:
@@ -106,3 +108,50 @@ def test_bad_state_is_named() -> None:
 def test_a_module_without_parameters_is_refused() -> None:
     with pytest.raises(ValueError, match="no trainable parameters"):
         FlatOptimizer(nn.ReLU(), adam)
+
+
+@pytest.mark.parametrize("weight_decay", [0.0, 0.1])
+def test_adam_matches_torch(weight_decay: float) -> None:
+    ours_net, torch_net = small_net(), small_net()
+    ours = Adam(list(ours_net.parameters()), lr=0.01, eps=1e-5, weight_decay=weight_decay)
+    reference = torch.optim.Adam(
+        torch_net.parameters(), lr=0.01, eps=1e-5, weight_decay=weight_decay
+    )
+    train(ours_net, ours.step, lambda: [setattr(p, "grad", None) for p in ours.params], steps=7)
+    train(torch_net, reference.step, lambda: reference.zero_grad(set_to_none=True), steps=7)
+    for a, b in zip(ours_net.parameters(), torch_net.parameters(), strict=True):
+        torch.testing.assert_close(a, b)
+    # The state dicts load into each other and continue identically.
+    swapped = Adam(list(copy.deepcopy(torch_net).parameters()), lr=0.5)
+    swapped.load_state_dict(reference.state_dict())
+    assert swapped.param_groups[0]["lr"] == 0.01
+    back = torch.optim.Adam(copy.deepcopy(ours_net).parameters(), lr=0.5)
+    back.load_state_dict(ours.state_dict())
+    for saved, mine in zip(
+        back.state_dict()["state"].values(), swapped.state_dict()["state"].values(), strict=True
+    ):
+        for key in ("step", "exp_avg", "exp_avg_sq"):
+            torch.testing.assert_close(saved[key], mine[key])
+
+
+def test_adam_rejects_a_state_of_other_parameters() -> None:
+    adam_ = Adam(list(small_net().parameters()))
+    with pytest.raises(ValueError, match="does not fit 6 parameters"):
+        adam_.load_state_dict(torch.optim.Adam(nn.Linear(2, 2).parameters()).state_dict())
+
+
+def test_training_does_not_import_torch_dynamo() -> None:
+    # Constructing a torch.optim optimizer imports torch._dynamo: some 70 MB of memory.
+    script = (
+        "import sys, torch\n"
+        "from entityrl.algo.optimizer import Adam, FlatOptimizer\n"
+        "net = torch.nn.Linear(3, 2)\n"
+        "opt = FlatOptimizer(net, lambda ps: Adam(ps, lr=0.1))\n"
+        "net(torch.randn(4, 3)).sum().backward()\n"
+        "opt.step(1.0)\n"
+        "print('torch._dynamo' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert out.stdout.strip() == "False"
