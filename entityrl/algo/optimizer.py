@@ -101,6 +101,12 @@ class Adam:
         self.param_groups[0]["betas"] = tuple(self.param_groups[0]["betas"])
         self.state = {}
         for i, saved in state_dict["state"].items():
+            missing = {"step", "exp_avg", "exp_avg_sq"} - set(saved)
+            if missing:
+                raise ValueError(
+                    f"the optimizer state of parameter {i} is not Adam's: it lacks "
+                    f"{sorted(missing)} (has {sorted(saved)})"
+                )
             param = self.params[int(i)]
             self.state[int(i)] = {
                 "step": torch.as_tensor(saved["step"], dtype=torch.float32).clone(),

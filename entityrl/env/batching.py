@@ -308,7 +308,7 @@ def _stack(blocks: Sequence[Any], width: int, dtype: npt.DTypeLike) -> npt.NDArr
     """Blocks of rows (each an array or a list of rows of ``width`` values) as one
     ``(rows, width)`` array. Lists are joined first and converted in one numpy call, which is
     far cheaper than converting many short lists one by one."""
-    if all(type(block) is np.ndarray and block.ndim == 2 for block in blocks) and blocks:
+    if blocks and all(type(block) is np.ndarray and block.ndim == 2 for block in blocks):
         # The common case, one 2-D array per environment: no per-block conversion.
         stacked = np.concatenate(blocks, dtype=dtype, casting="unsafe")  # type: ignore[arg-type]
         if stacked.shape[1] == width:

@@ -140,6 +140,16 @@ def test_adam_rejects_a_state_of_other_parameters() -> None:
         adam_.load_state_dict(torch.optim.Adam(nn.Linear(2, 2).parameters()).state_dict())
 
 
+def test_adam_rejects_another_optimizers_state() -> None:
+    net = small_net()
+    sgd = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+    train(net, sgd.step, lambda: sgd.zero_grad(set_to_none=True), steps=1)
+    with pytest.raises(
+        ValueError, match=r"not Adam's: it lacks \['exp_avg', 'exp_avg_sq', 'step'\]"
+    ):
+        Adam(list(net.parameters())).load_state_dict(sgd.state_dict())
+
+
 def test_training_does_not_import_torch_dynamo() -> None:
     # Constructing a torch.optim optimizer imports torch._dynamo: some 70 MB of memory.
     script = (
