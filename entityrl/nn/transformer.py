@@ -24,6 +24,7 @@ from torch import nn
 from torch.nn import functional
 
 from entityrl.nn.kernels import ragged_attention
+from entityrl.nn.kernels.mlp import fused_mlp
 from entityrl.nn.kernels.pointwise import gelu, layer_norm
 from entityrl.nn.layout import BatchLayout
 from entityrl.nn.precision import linear_in
@@ -199,7 +200,8 @@ class Block(nn.Module):
     ``dtype`` (see :mod:`entityrl.nn.precision`). The layer norms and the GELU run the
     pointwise kernels (:mod:`entityrl.nn.kernels.pointwise`), the layer norms writing their
     output directly in the dtype of the layers that read it; the ``nn.LayerNorm`` modules
-    hold the parameters (so state dict keys and checkpoints stay as they were).
+    hold the parameters (so state dict keys and checkpoints stay as they were). In bfloat16,
+    the MLP is one call of the fused kernel (:mod:`entityrl.nn.kernels.mlp`) where it runs.
     """
 
     def __init__(
@@ -229,5 +231,8 @@ class Block(nn.Module):
         ln1, ln2 = self.ln1, self.ln2
         x = x + self.mix(layer_norm(x, ln1.weight, ln1.bias, ln1.eps, self.mix_dtype), ctx)
         normed = layer_norm(x, ln2.weight, ln2.bias, ln2.eps, self.dtype)
-        hidden = gelu(linear_in(self.dtype, self.mlp[0], normed))
-        return x + linear_in(self.dtype, self.mlp[2], hidden)
+        up, down = self.mlp[0], self.mlp[2]
+        y = fused_mlp(up, down, normed) if self.dtype == torch.bfloat16 else None
+        if y is None:
+            y = linear_in(self.dtype, down, gelu(linear_in(self.dtype, up, normed)))
+        return x + y

@@ -23,6 +23,7 @@
 // Only built where the CPU has AVX512-BF16 (and the compiler targets it): elsewhere every entry
 // point reports "not supported" (-3) and Python uses torch.
 
+#include "gelu.h"
 #include "simd.h"
 
 #if defined(__AVX512BF16__) && defined(__AVX512BW__) && defined(__AVX512VL__)
@@ -142,22 +143,21 @@ static void rows(const Problem& pr, int64_t m0, int64_t m1) {
     }
 }
 
-// Writes the packed bfloat16 weight (see the top of the file) after the float32 copy. Each
-// row's pairs are rounded together into `words` (zeros for the rows past N), then spread to
-// their block. Every byte is written once, with its final value, and the copy last: a caller
-// that finds the copy equal to the weight reads a complete packing even while another thread
-// packs the same weight again.
-static int64_t pack(const float* w, int64_t N, int64_t K, uint8_t* state) {
+// Packs the (N, K) matrix whose element (n, k) is w[n * sn + k * sk] into `packed` (see the
+// top of the file): each row's pairs are rounded together into `words` (zeros for the rows
+// past N), then spread to their block. Every byte is written once, with its final value.
+static int64_t pack_values(const float* w, int64_t N, int64_t K, int64_t sn, int64_t sk,
+                           uint32_t* packed) {
     const int64_t P = pairs(K), NB = blocks(N);
-    uint32_t* packed = (uint32_t*)(state + copy_bytes(N, K));
     uint16_t* words = (uint16_t*)calloc(2 * P + W, sizeof(uint16_t));  // the pad feature: 0
     if (!words) return -5;
     for (int64_t n = 0; n < NB * 16; n++) {
         if (n < N) {
-            const float* row = w + n * K;
+            const float* row = w + n * sn;
             int64_t k = 0;
-            for (; k + W <= K; k += W) store_bf16(words + k, load<W>(row + k));
-            for (; k < K; k++) words[k] = bf16_round(row[k]);
+            if (sk == 1)
+                for (; k + W <= K; k += W) store_bf16(words + k, load<W>(row + k));
+            for (; k < K; k++) words[k] = bf16_round(row[k * sk]);
         } else if (n == N) {
             memset(words, 0, 4 * P);
         }
@@ -165,9 +165,171 @@ static int64_t pack(const float* w, int64_t N, int64_t K, uint8_t* state) {
         for (int64_t p = 0; p < P; p++) out[p * 16] = *(const pair_t*)(words + 2 * p);
     }
     free(words);
+    return 0;
+}
+
+// Writes the packed weight after the float32 copy, the copy last: a caller that finds the copy
+// equal to the weight reads a complete packing even while another thread packs the same
+// weight again.
+static int64_t pack(const float* w, int64_t N, int64_t K, uint8_t* state) {
+    const int64_t err = pack_values(w, N, K, K, 1, (uint32_t*)(state + copy_bytes(N, K)));
+    if (err) return err;
     __atomic_thread_fence(__ATOMIC_RELEASE);
     memcpy(state, w, N * K * 4);
     return 0;
+}
+
+// The packed values of a state, packed again first if the weight changed since.
+static const __m512i* packed_weight(const float* w, int64_t N, int64_t K, void* state,
+                                    int64_t* err) {
+    *err = memcmp(state, w, N * K * 4) ? pack(w, N, K, (uint8_t*)state) : 0;
+    return (const __m512i*)((const uint8_t*)state + copy_bytes(N, K));
+}
+
+// ---------------------------------------------------------------------------------------
+// The transformer's MLP, y = gelu(x W1^T + b1) W2^T + b2 (W1: (F, D), W2: (D, F)), in chunks of
+// CHUNK rows whose hidden activations never leave the cache. The forward rounds exactly where
+// torch's bfloat16 path does (each product's output, and the GELU's, to bfloat16), so it
+// gives the same values as linear, GELU (gelu.h, as pointwise.cpp) and linear called one by
+// one. The backward recomputes the hidden activations of each chunk instead of keeping
+// (rows, F) of them from the forward: their memory traffic, not the arithmetic, is what the
+// separate calls spend most time on at tens of thousands of rows. It computes
+//   dh = dy W2, dz = dh gelu'(z) (both rounded to bfloat16, as torch's path), dx = dz W1,
+// and sums the weight and bias gradients in float32 (torch's path rounds its weight gradients
+// to bfloat16). The weight gradients are sums over rows: VDPBF16PS takes them two rows at a
+// time, from "pair" buffers where the values of rows 2p and 2p + 1 sit side by side.
+
+#define CHUNK 48  // rows; even, and a multiple of every tile's rows (MR_OF)
+
+// Rows of the (rows, L) bfloat16 matrix m as pairs: out[p * L + l] = (m[2p][l], m[2p + 1][l]);
+// an odd last row is paired with zeros. L is a multiple of 16.
+static void pair_rows(const uint16_t* m, int64_t rows, int64_t L, uint32_t* out) {
+    const __m512i order = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9,
+                                           24, 8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17,
+                                           1, 16, 0);
+    for (int64_t r = 0; r < rows; r += 2) {
+        const uint16_t* a = m + r * L;
+        for (int64_t l = 0; l < L; l += 16) {
+            const __m256i lo = _mm256_loadu_si256((const __m256i*)(a + l));
+            const __m256i hi = r + 1 < rows ? _mm256_loadu_si256((const __m256i*)(a + L + l))
+                                            : _mm256_setzero_si256();
+            const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+            _mm512_storeu_si512(out + (r / 2) * L + l, _mm512_permutexvar_epi16(order, both));
+        }
+    }
+}
+
+// c (R, C) += sum over p < P of a[p][r] . b[p][c], where a (P, R) and b (P, C) hold pairs
+// (pair_rows) and . is the dot product of two pairs: accumulators for RB rows x CB vectors of
+// 16 columns stay in registers over all P.
+template <int RB, int CB>
+static void outer_block(const uint32_t* a, int64_t R, const uint32_t* b, int64_t C, int64_t P,
+                        float* c, int64_t r0, int64_t c0) {
+    __m512 acc[RB][CB];
+    for (int i = 0; i < RB; i++)
+        for (int j = 0; j < CB; j++) acc[i][j] = _mm512_loadu_ps(c + (r0 + i) * C + c0 + 16 * j);
+    for (int64_t p = 0; p < P; p++) {
+        __m512bh v[CB];
+        for (int j = 0; j < CB; j++)
+            v[j] = (__m512bh)_mm512_loadu_si512(b + p * C + c0 + 16 * j);
+        for (int i = 0; i < RB; i++) {
+            const __m512bh s = (__m512bh)_mm512_set1_epi32(a[p * R + r0 + i]);
+            for (int j = 0; j < CB; j++) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], s, v[j]);
+        }
+    }
+    for (int i = 0; i < RB; i++)
+        for (int j = 0; j < CB; j++) _mm512_storeu_ps(c + (r0 + i) * C + c0 + 16 * j, acc[i][j]);
+}
+
+static void outer(const uint32_t* a, int64_t R, const uint32_t* b, int64_t C, int64_t P,
+                  float* c) {
+    for (int64_t c0 = 0; c0 < C; c0 += 32) {
+        const bool two = c0 + 32 <= C;
+        int64_t r = 0;
+        for (; r + 8 <= R; r += 8)
+            two ? outer_block<8, 2>(a, R, b, C, P, c, r, c0) : outer_block<8, 1>(a, R, b, C, P, c, r, c0);
+        for (; r < R; r++)
+            two ? outer_block<1, 2>(a, R, b, C, P, c, r, c0) : outer_block<1, 1>(a, R, b, C, P, c, r, c0);
+    }
+}
+
+// sum[l] += the sum of the rows of the (rows, L) bfloat16 matrix m.
+static void add_rows(const uint16_t* m, int64_t rows, int64_t L, float* sum) {
+    for (int64_t l = 0; l < L; l += 16) {
+        __m512 acc = _mm512_loadu_ps(sum + l);
+        for (int64_t r = 0; r < rows; r++) acc = _mm512_add_ps(acc, load_bf16(m + r * L + l));
+        _mm512_storeu_ps(sum + l, acc);
+    }
+}
+
+struct Mlp {
+    const __m512i *w1, *w2;  // packed (F, D) and (D, F)
+    const float *b1, *b2;
+    int64_t D, F;
+};
+
+// h (rows, F) = gelu(x W1^T + b1) for one chunk of rows, each step rounded to bfloat16.
+static void hidden(const Mlp& m, const uint16_t* x, int64_t n, uint16_t* h) {
+    rows(Problem{x, m.w1, m.b1, h, true, m.F, m.D}, 0, n);
+    for (int64_t i = 0; i < n * m.F; i += 16) store_bf16(h + i, gelu(load_bf16(h + i)));
+}
+
+// Rows [m0, m1) of the forward.
+static void mlp_rows(const Mlp& m, const uint16_t* x, uint16_t* y, int64_t m0, int64_t m1,
+                     uint16_t* h) {
+    for (int64_t c = m0; c < m1; c += CHUNK) {
+        const int64_t n = m1 - c < CHUNK ? m1 - c : CHUNK;
+        hidden(m, x + c * m.D, n, h);
+        rows(Problem{h, m.w2, m.b2, y + c * m.D, true, m.D, m.F}, 0, n);
+    }
+}
+
+// One thread's share of the backward: rows [m0, m1); gradients of the weights and biases
+// summed into g (dW1 (F, D), dW2 (D, F), db1 (F), db2 (D), zeroed by the caller).
+struct MlpGrad {
+    const __m512i *w2t, *w1t;  // packed W2^T (F, D) and W1^T (D, F)
+    const uint16_t *x, *dy;
+    uint16_t* dx;
+};
+
+static int64_t mlp_backward_rows(const Mlp& m, const MlpGrad& g, int64_t m0, int64_t m1,
+                                 float* sums) {
+    const int64_t D = m.D, F = m.F, half = CHUNK / 2;
+    float *dw1 = sums, *dw2 = dw1 + F * D, *db1 = dw2 + D * F, *db2 = db1 + F;
+    // z, dz (CHUNK, F); pairs of h, dz (half, F) and of x, dy (half, D).
+    uint16_t* buf = (uint16_t*)aligned_alloc(64, round_up((4 * CHUNK * F + 2 * CHUNK * D) * 2, 64));
+    if (!buf) return -5;
+    uint16_t *z = buf, *dz = z + CHUNK * F;
+    uint32_t *hp = (uint32_t*)(dz + CHUNK * F), *dzp = hp + half * F, *xp = dzp + half * F,
+             *dyp = xp + half * D;
+    for (int64_t c = m0; c < m1; c += CHUNK) {
+        const int64_t n = m1 - c < CHUNK ? m1 - c : CHUNK, P = (n + 1) / 2;
+        const uint16_t *x = g.x + c * D, *dy = g.dy + c * D;
+        rows(Problem{x, m.w1, m.b1, z, true, F, D}, 0, n);
+        rows(Problem{dy, g.w2t, nullptr, dz, true, F, D}, 0, n);  // dh, replaced by dz below
+        for (int64_t i = 0; i < n * F; i += 16) {
+            const __m512 zi = load_bf16(z + i);
+            store_bf16(dz + i, load_bf16(dz + i) * gelu_grad(zi));
+            store_bf16(z + i, gelu(zi));  // h
+        }
+        rows(Problem{dz, g.w1t, nullptr, g.dx + c * D, true, D, F}, 0, n);
+        add_rows(dz, n, F, db1);
+        add_rows(dy, n, D, db2);
+        pair_rows(z, n, F, hp);
+        pair_rows(dz, n, F, dzp);
+        pair_rows(x, n, D, xp);
+        pair_rows(dy, n, D, dyp);
+        outer(dzp, F, xp, D, P, dw1);  // dW1 += dz^T x
+        outer(dyp, D, hp, F, P, dw2);  // dW2 += dy^T h
+    }
+    free(buf);
+    return 0;
+}
+
+// Threads for work of this many VDPBF16PS instructions.
+static int64_t threads_for(int64_t products, int64_t nthreads) {
+    const int64_t nt = products / MIN_PER_THREAD;
+    return nt > nthreads ? nthreads : nt < 1 ? 1 : nt;
 }
 
 #endif  // LIN_SUPPORTED
@@ -207,10 +369,9 @@ int64_t lin_forward(const void* x, int64_t x_dtype, const float* w, const float*
     if (M < 0 || N < 1 || K < 1) return -2;
     if ((x_dtype != 0 && x_dtype != 1) || (y_dtype != 0 && y_dtype != 1)) return -1;
 #if LIN_SUPPORTED
-    if (memcmp(state, w, N * K * 4)) {
-        const int64_t err = pack(w, N, K, (uint8_t*)state);
-        if (err) return err;
-    }
+    int64_t err;
+    const __m512i* packed = packed_weight(w, N, K, state, &err);
+    if (err) return err;
     uint16_t* scratch = nullptr;
     if (x_dtype == 0) {  // rounded to bfloat16 once, not once per block of outputs
         scratch = (uint16_t*)aligned_alloc(64, round_up(M * K * 2 + 2 * W, 64));
@@ -221,7 +382,7 @@ int64_t lin_forward(const void* x, int64_t x_dtype, const float* w, const float*
         for (; i < M * K; i++) scratch[i] = bf16_round(xf[i]);
     }
     const Problem pr{scratch ? scratch : (const uint16_t*)x,
-                     (const __m512i*)((const uint8_t*)state + copy_bytes(N, K)),
+                     packed,
                      bias,
                      y,
                      y_dtype == 1,
@@ -234,6 +395,81 @@ int64_t lin_forward(const void* x, int64_t x_dtype, const float* w, const float*
     return 0;
 #else
     (void)x, (void)w, (void)bias, (void)state, (void)y, (void)nthreads;
+    return -3;
+#endif
+}
+
+// y (M, D) = gelu(x W1^T + b1) W2^T + b2, all bfloat16 but the float32 weights w1 (F, D) and
+// w2 (D, F) and biases b1 (F) and b2 (D); s1, s2: the weights' states from lin_pack (packed
+// again here if a weight changed since). D and F are multiples of 16.
+int64_t mlp_forward(const void* x, const float* w1, const float* b1, void* s1, const float* w2,
+                    const float* b2, void* s2, void* y, int64_t M, int64_t D, int64_t F,
+                    int64_t nthreads) {
+    if (M < 0 || D < 16 || F < 16 || D % 16 || F % 16) return -2;
+#if LIN_SUPPORTED
+    int64_t err1, err2;
+    const Mlp m{packed_weight(w1, F, D, s1, &err1), packed_weight(w2, D, F, s2, &err2), b1, b2,
+                D, F};
+    if (err1 || err2) return err1 ? err1 : err2;
+    const int64_t nt = threads_for(M * 2 * F * D / 32, nthreads);
+    int64_t failed = 0;
+    run_threads(nt, [&](int64_t t) {
+        uint16_t* h = (uint16_t*)aligned_alloc(64, CHUNK * F * 2);
+        if (!h) {
+            __atomic_store_n(&failed, 1, __ATOMIC_RELAXED);
+            return;
+        }
+        mlp_rows(m, (const uint16_t*)x, (uint16_t*)y, M * t / nt, M * (t + 1) / nt, h);
+        free(h);
+    });
+    return failed ? -5 : 0;
+#else
+    (void)x, (void)w1, (void)b1, (void)s1, (void)w2, (void)b2, (void)s2, (void)y, (void)nthreads;
+    return -3;
+#endif
+}
+
+// The gradients of mlp_forward's output: dx (M, D) bfloat16 from dy (M, D) bfloat16, and the
+// float32 dw1 (F, D), db1 (F), dw2 (D, F), db2 (D) (overwritten). Other arguments as there;
+// the sums over rows depend on the thread count, not on the scheduling.
+int64_t mlp_backward(const void* x, const void* dy, const float* w1, const float* b1, void* s1,
+                     const float* w2, void* dx, float* dw1, float* db1, float* dw2, float* db2,
+                     int64_t M, int64_t D, int64_t F, int64_t nthreads) {
+    if (M < 0 || D < 16 || F < 16 || D % 16 || F % 16) return -2;
+#if LIN_SUPPORTED
+    int64_t err;
+    const Mlp m{packed_weight(w1, F, D, s1, &err), nullptr, b1, nullptr, D, F};
+    if (err) return err;
+    const int64_t nt = threads_for(M * 5 * F * D / 32, nthreads);
+    const int64_t per_thread = round_up(2 * F * D + F + D, 16);
+    const int64_t w2t_bytes = blocks(F) * pairs(D) * 64, w1t_bytes = blocks(D) * pairs(F) * 64;
+    uint8_t* work = (uint8_t*)aligned_alloc(64, w2t_bytes + w1t_bytes + nt * per_thread * 4);
+    if (!work) return -5;
+    float* sums = (float*)(work + w2t_bytes + w1t_bytes);
+    memset(sums, 0, nt * per_thread * 4);
+    const MlpGrad g{(const __m512i*)work, (const __m512i*)(work + w2t_bytes),
+                    (const uint16_t*)x, (const uint16_t*)dy, (uint16_t*)dx};
+    err = pack_values(w2, F, D, 1, F, (uint32_t*)work);  // W2^T: element (f, d) = w2[d][f]
+    if (!err) err = pack_values(w1, D, F, 1, D, (uint32_t*)(work + w2t_bytes));
+    int64_t failed = err;
+    if (!err)
+        run_threads(nt, [&](int64_t t) {
+            if (mlp_backward_rows(m, g, M * t / nt, M * (t + 1) / nt, sums + t * per_thread))
+                __atomic_store_n(&failed, -5, __ATOMIC_RELAXED);
+        });
+    if (!failed) {
+        for (int64_t t = 1; t < nt; t++)  // in a fixed order
+            for (int64_t i = 0; i < per_thread; i++) sums[i] += sums[t * per_thread + i];
+        memcpy(dw1, sums, F * D * 4);
+        memcpy(dw2, sums + F * D, D * F * 4);
+        memcpy(db1, sums + 2 * F * D, F * 4);
+        memcpy(db2, sums + 2 * F * D + F, D * 4);
+    }
+    free(work);
+    return failed;
+#else
+    (void)x, (void)dy, (void)w1, (void)b1, (void)s1, (void)w2, (void)dx, (void)dw1, (void)db1,
+        (void)dw2, (void)db2, (void)nthreads;
     return -3;
 #endif
 }

@@ -60,7 +60,14 @@ class _Kernel:
         self.pack.argtypes = [ptr, i64, i64, ptr]
         self.forward = lib.lin_forward
         self.forward.argtypes = [ptr, i64, ptr, ptr, ptr, ptr, i64, i64, i64, i64, i64]
+        # The fused MLP (entityrl.nn.kernels.mlp).
+        self.mlp_forward = lib.mlp_forward
+        self.mlp_forward.argtypes = [ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, i64, i64, i64, i64]
+        self.mlp_backward = lib.mlp_backward
+        self.mlp_backward.argtypes = [ptr] * 11 + [i64] * 4
         for fn in (lib.lin_supported, self.state_bytes, self.pack, self.forward):
+            fn.restype = i64
+        for fn in (self.mlp_forward, self.mlp_backward):
             fn.restype = i64
 
 
@@ -221,8 +228,15 @@ def small_batch_linear(layer: nn.Linear, x: torch.Tensor) -> torch.Tensor | None
     if kernel is None:
         return None
     weight = weight.contiguous()
+    bias = None if bias is None else bias.contiguous()
+    state = layer_state(kernel, layer, weight)
+    return _forward(kernel, x.contiguous(), weight, bias, state, torch.bfloat16)
+
+
+def layer_state(kernel: _Kernel, layer: nn.Module, weight: torch.Tensor) -> torch.Tensor:
+    """The packing kept for ``layer``, whose contiguous float32 weight is ``weight`` (the
+    kernel packs it again when it changed)."""
     entry = _packed.get(layer)
     if entry is None or entry[0] != weight.shape:
         entry = _packed[layer] = (weight.shape, _pack(kernel, weight))
-    bias = None if bias is None else bias.contiguous()
-    return _forward(kernel, x.contiguous(), weight, bias, entry[1], torch.bfloat16)
+    return entry[1]
