@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import numpy as np
+import pytest
 import torch
 
 from entityrl.algo.optimizer import FlatOptimizer
 from entityrl.algo.ppo import ppo_losses, ppo_update
+from entityrl.algo.rollout import Minibatch
 from entityrl.envs import make_vec
 from entityrl.nn import RogueNet, RogueNetConfig
+from entityrl.nn.heads import HeadOutput
+from entityrl.nn.rogue_net import PolicyOutput
 from entityrl.training.config import OptimConfig, PPOConfig
 from entityrl.training.sampler import Sampler
 
@@ -34,6 +39,82 @@ def test_recomputed_logprobs_match_the_rollout() -> None:
         torch.testing.assert_close(head.logprob, batch.logprobs[name], atol=1e-5, rtol=1e-5)
     terms = ppo_losses(out, batch, PPOConfig())
     assert abs(terms.approx_kl) < 1e-4 and terms.clipped == 0
+
+
+def torch_losses(out: PolicyOutput, batch: Minibatch, cfg: PPOConfig) -> list[torch.Tensor]:
+    """The losses as plain torch expressions (autograd differentiates them): policy, entropy
+    and value sums, approximate KL and clipped count."""
+    c = cfg.clip_coef
+    policy, entropy, kl, clipped = torch.zeros(()), torch.zeros(()), torch.zeros(()), 0
+    for name, head in out.heads.items():
+        advantage = batch.advantages[batch.actor_rows[name]]
+        logratio = head.logprob - batch.logprobs[name]
+        ratio = logratio.exp()
+        surrogate = torch.maximum(-advantage * ratio, -advantage * ratio.clamp(1 - c, 1 + c))
+        policy = policy + surrogate.sum()
+        entropy = entropy + head.entropy.sum()
+        kl = kl + ((ratio - 1) - logratio).sum().detach()
+        clipped += int(((ratio - 1).abs() > c).sum())
+    error = (out.values - batch.returns) ** 2
+    if cfg.clip_vloss:
+        clipped_values = batch.values + (out.values - batch.values).clamp(-c, c)
+        error = torch.maximum(error, (clipped_values - batch.returns) ** 2)
+    return [policy, entropy, 0.5 * error.sum(), kl, torch.tensor(float(clipped))]
+
+
+@pytest.mark.parametrize("clip_vloss", [True, False])
+def test_losses_and_gradients_are_torchs(clip_vloss: bool) -> None:
+    net, rollout = rollout_of("MineSweeper", orbital_cannon=True, cooldown_period=1)
+    rows = np.arange(rollout.num_rows)
+    rng = np.random.default_rng(0)
+    batch = rollout.minibatch(rows, rng.normal(size=rows.shape[0]).astype(np.float32))
+    with torch.no_grad():
+        out = net.evaluate(batch.obs, batch.actions)
+    # Policies moved away from the rollout's, far enough that ratios leave the clip interval
+    # (both sides), and values likewise; exact ties (ratio 1) stay for rows left untouched.
+    heads = {}
+    for name, head in out.heads.items():
+        shift = torch.from_numpy(rng.choice([-0.5, 0.0, 0.05, 0.5], size=head.logprob.shape))
+        heads[name] = HeadOutput(head.actions, (head.logprob + shift.float()), head.entropy)
+    # Returns far from the rollout's values: moving the value toward them by more than the
+    # clip range makes the clipped error the larger one (whose gradient is then zero).
+    offsets = rng.choice([-2.0, -0.1, 0.1, 2.0], size=rows.shape[0])
+    batch = dataclasses.replace(batch, returns=batch.values + torch.from_numpy(offsets).float())
+    values = (
+        out.values
+        + torch.from_numpy(rng.choice([-1.0, 0.0, 0.1, 1.0], size=out.values.shape)).float()
+    )
+    cfg = PPOConfig(clip_vloss=clip_vloss)
+    weights = (0.01, -0.003, 0.02)
+
+    def leaves() -> PolicyOutput:
+        return PolicyOutput(
+            {
+                n: HeadOutput(
+                    h.actions,
+                    h.logprob.clone().requires_grad_(),
+                    h.entropy.clone().requires_grad_(),
+                )
+                for n, h in heads.items()
+            },
+            values.clone().requires_grad_(),
+        )
+
+    ours_out, theirs_out = leaves(), leaves()
+    terms = ppo_losses(ours_out, batch, cfg)
+    terms.loss(*weights).backward()
+    reference = torch_losses(theirs_out, batch, cfg)
+    sum(w * t for w, t in zip(weights, reference[:3], strict=True)).backward()
+
+    got = [terms.policy, terms.entropy, terms.value, terms.approx_kl, terms.clipped]
+    assert 0 < terms.clipped < sum(h.logprob.numel() for h in heads.values())
+    np.testing.assert_allclose(got, [float(t.detach()) for t in reference], rtol=1e-5, atol=1e-4)
+    for name in heads:
+        for field in ("logprob", "entropy"):
+            ours = getattr(ours_out.heads[name], field).grad
+            theirs = getattr(theirs_out.heads[name], field).grad
+            torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-7)
+    torch.testing.assert_close(ours_out.values.grad, theirs_out.values.grad, rtol=1e-5, atol=1e-7)
 
 
 def test_micro_batches_give_the_same_update_as_one_batch() -> None:
