@@ -14,7 +14,7 @@ import os
 import pickle
 import signal
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -50,7 +50,10 @@ def _worker(
     # The environments live as long as the worker: keep full collections from scanning them.
     gc.collect()
     gc.freeze()
+    # What calls (ProcessVecEnv.call) keep in this worker between them.
+    context: dict[str, Any] = {}
     handlers: dict[str, Callable[[Any], Any]] = {
+        "call": lambda payload: payload[0](envs, context, *payload[1]),
         "reset": lambda _: envs.reset(),
         "act": envs.act,
         "render": envs.render,
@@ -62,6 +65,9 @@ def _worker(
             command, payload = conn.recv()
         except (EOFError, OSError):
             return  # the parent went away
+        except BaseException:  # a message this process cannot unpickle
+            reply = ("error", traceback.format_exc())
+            continue
         if command == "close":
             envs.close()
             return
@@ -114,7 +120,6 @@ class ProcessVecEnv(VecEnv):
         self._conns: list[Connection] = []
         self._procs: list[Any] = []
         self._last: VecObs | None = None
-        self._pending: set[int] = set()
         self._closed = False
         try:
             for k in range(workers):
@@ -199,58 +204,45 @@ class ProcessVecEnv(VecEnv):
 
     def act(self, actions: Mapping[str, RaggedArray]) -> VecObs:
         self._ensure_open()
-        self._require_idle()
         if self._last is None:
-            raise RuntimeError("call reset() before act()")
+            raise RuntimeError("call reset() (or assemble() after a call) before act()")
         check_actions(actions, self._last, self.action_space)
         for k, part in enumerate(split_rows(actions, self.bounds)):
             self._send(k, ("act", part))
         self._last = VecObs.concat(self._gather("stepping"), self.choices)
         return self._last
 
-    # ------------------------------------------------------------------ one worker at a time
-    # A caller can overlap its own work with the environments': send one worker its actions,
-    # and while that worker steps, compute the actions of another (see PipelinedSampler).
+    def call(self, fn: Callable[..., Any], args: Sequence[tuple[Any, ...]]) -> list[Any]:
+        """``fn(envs, context, *args[k])`` run in every worker ``k``, where ``envs`` is the
+        worker's :class:`SerialVecEnv` and ``context`` a dict the worker keeps between calls;
+        returns the results in worker order. ``fn`` must be picklable (a module-level
+        function). When ``fn`` steps the environments, pass their latest observations to
+        :meth:`assemble` before stepping them from here again."""
+        self._ensure_open()
+        if len(args) != len(self._conns):
+            raise ValueError(
+                f"call: expected one argument tuple per worker ({len(self._conns)}), "
+                f"got {len(args)}"
+            )
+        for k, part in enumerate(args):
+            self._send(k, ("call", (fn, part)))
+        self._last = None  # until assembled: the workers may have stepped
+        return self._gather(f"running {getattr(fn, '__name__', fn)!r}")
+
     @property
     def num_workers(self) -> int:
         return len(self._conns)
 
-    def worker_obs(self, k: int) -> VecObs:
-        """The latest observation of worker ``k``'s environments (rows ``bounds[k]:bounds[k+1]``)."""
-        if self._last is None:
-            raise RuntimeError("call reset() before worker_obs()")
-        if k in self._pending:
-            raise RuntimeError(f"worker {k} is still stepping; call wait({k}) first")
-        return self._last.take(np.arange(self.bounds[k], self.bounds[k + 1]))
-
-    def act_async(self, k: int, actions: Mapping[str, RaggedArray], obs: VecObs) -> None:
-        """Start stepping worker ``k``'s environments with ``actions`` (answering ``obs``, its
-        latest observation); collect the result with :meth:`wait`."""
-        self._ensure_open()
-        if k in self._pending:
-            raise RuntimeError(f"worker {k} is already stepping; call wait({k}) first")
-        check_actions(actions, obs, self.action_space)
-        self._send(k, ("act", dict(actions)))
-        self._pending.add(k)
-
-    def wait(self, k: int) -> VecObs:
-        """The observation of worker ``k``'s environments after the step started by act_async."""
-        if k not in self._pending:
-            raise RuntimeError(f"worker {k} is not stepping")
-        part = self._receive(k, "stepping")
-        self._pending.discard(k)
-        self._last = None  # the whole-batch view is stale until reassembled
-        return part
-
     def assemble(self, parts: list[VecObs]) -> VecObs:
-        """Adopt one latest observation per worker (from wait) as the batch's current one."""
-        self._require_idle()
+        """Adopt one latest observation per worker (from :meth:`call`) as the batch's current
+        one."""
+        if len(parts) != len(self._conns):
+            raise ValueError(
+                f"assemble: expected one observation per worker ({len(self._conns)}), "
+                f"got {len(parts)}"
+            )
         self._last = VecObs.concat(parts, self.choices)
         return self._last
-
-    def _require_idle(self) -> None:
-        if self._pending:
-            raise RuntimeError(f"workers {sorted(self._pending)} are still stepping")
 
     def render(self, index: int = 0) -> str:
         self._ensure_open()
@@ -262,7 +254,6 @@ class ProcessVecEnv(VecEnv):
 
     def get_state(self) -> bytes:
         self._ensure_open()
-        self._require_idle()
         for k in range(len(self._conns)):
             self._send(k, ("get_state", None))
         return pickle.dumps(self._gather("saving state"))

@@ -161,6 +161,13 @@ class SerialVecEnv(VecEnv):
         self._last = self.batcher.batch(self._observations)
         return self._last
 
+    @property
+    def observation(self) -> VecObs:
+        """The latest batch of observations (from reset, act or set_state)."""
+        if self._last is None:
+            raise RuntimeError("call reset() before reading the observation")
+        return self._last
+
     def act(self, actions: Mapping[str, RaggedArray]) -> VecObs:
         if self._last is None:
             raise RuntimeError("call reset() before act()")

@@ -54,9 +54,8 @@ class RolloutConfig:
     steps: int = 16
     """Steps per environment per rollout; a rollout has num_envs * steps samples."""
     processes: int = 1
-    """Worker processes stepping the environments (1: step them in the training process)."""
-    pipeline: bool = True
-    """With processes > 1, compute one worker's actions while the others step."""
+    """Worker processes stepping the environments, each running a copy of the policy on its
+    share of them (1: step them in the training process)."""
 
     def __post_init__(self) -> None:
         require_positive(

@@ -171,9 +171,7 @@ class Trainer:
                 weight_decay=config.optim.weight_decay,
             ),
         )
-        self.sampler = make_sampler(
-            self.env, self.net, config.rollout.steps, config.rollout.pipeline
-        )
+        self.sampler = make_sampler(self.env, self.net, config.rollout.steps, self.rng)
         self.step = 0
         self.iteration = 0
         self.recent_returns: collections.deque[float] = collections.deque(maxlen=100)

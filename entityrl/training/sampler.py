@@ -1,14 +1,15 @@
 """Collecting rollouts: the current policy acting in a vectorized environment.
 
-:class:`Sampler` steps all environments together: compute actions, step, repeat.
-:class:`PipelinedSampler` works with environments in worker processes and keeps both the
-workers and this process busy: while one worker steps its environments, this process computes
-the actions of another worker's environments.
+:class:`Sampler` steps all environments together in this process: compute actions, step,
+repeat. :class:`WorkerSampler` works with environments in worker processes, each of which also
+runs a copy of the policy, so that every core steps and infers at once.
 """
 
 from __future__ import annotations
 
+import pickle
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -17,7 +18,7 @@ import torch
 from entityrl.algo.gae import gae
 from entityrl.algo.rollout import Rollout
 from entityrl.env.process_vec_env import ProcessVecEnv
-from entityrl.env.vec_env import VecEnv
+from entityrl.env.vec_env import SerialVecEnv, VecEnv
 from entityrl.env.vec_obs import VecObs
 from entityrl.nn.rogue_net import RogueNet
 from entityrl.ragged import RaggedArray
@@ -33,6 +34,17 @@ class _Transition:
     values: npt.NDArray[np.float32]
     reward: npt.NDArray[np.float32] | None = None
     done: npt.NDArray[np.bool_] | None = None
+
+
+def _decide(net: RogueNet, obs: VecObs) -> _Transition:
+    """The policy's actions (with their log-probabilities and the values) for ``obs``."""
+    out = net.act(obs)
+    actions = out.actions(obs)
+    logprobs = {
+        name: RaggedArray(head.logprob.numpy().reshape(-1, 1), actions[name].lengths)
+        for name, head in out.heads.items()
+    }
+    return _Transition(obs, actions, logprobs, out.values.numpy())
 
 
 class Sampler:
@@ -59,13 +71,7 @@ class Sampler:
         return self._rollout(steps, gamma, gae_lambda)
 
     def _decide(self, obs: VecObs) -> _Transition:
-        out = self.net.act(obs)
-        actions = out.actions(obs)
-        logprobs = {
-            name: RaggedArray(head.logprob.numpy().reshape(-1, 1), actions[name].lengths)
-            for name, head in out.heads.items()
-        }
-        return _Transition(obs, actions, logprobs, out.values.numpy())
+        return _decide(self.net, obs)
 
     def _observe(self, transition: _Transition, following: VecObs) -> None:
         transition.reward, transition.done = following.reward, following.done
@@ -97,55 +103,80 @@ class Sampler:
         )
 
 
-class PipelinedSampler(Sampler):
-    """A sampler for environments in two or more worker processes that overlaps stepping with
-    inference: worker ``k`` steps while the actions of worker ``k + 1`` are computed.
+class WorkerSampler(Sampler):
+    """A sampler for environments in worker processes where the workers also run the policy.
 
-    Each worker's environments advance one step per round, so the rollout has exactly the
-    layout of :class:`Sampler`'s; only the actions are computed per worker (the same policy,
-    smaller batches).
+    Every worker holds a copy of the network; at the start of each rollout it receives the
+    current parameters (and input statistics) and a seed, then steps its environments with
+    its own sampled actions for the whole rollout, and sends back its transitions. The
+    processes exchange one message per worker per rollout instead of two per step, and all
+    cores step and infer at once (rlpyt's parallel CPU sampler). The rollout has exactly the
+    layout of :class:`Sampler`'s; the actions are drawn from each worker's own generator,
+    seeded from ``rng``, so a run is as reproducible as with the other samplers.
     """
 
     env: ProcessVecEnv
 
-    def __init__(self, env: ProcessVecEnv, net: RogueNet, steps: int) -> None:
-        if env.num_workers < 2:
-            raise ValueError("PipelinedSampler needs a ProcessVecEnv with at least 2 workers")
+    def __init__(
+        self, env: ProcessVecEnv, net: RogueNet, steps: int, rng: np.random.Generator
+    ) -> None:
         super().__init__(env, net, steps)
+        self.rng = rng
+        # Pickled here, by value: sent as tensors, the parameters would be moved into shared
+        # memory, and each worker's copy would alias the trainer's.
+        policy = pickle.dumps(net)
+        env.call(_install_policy, [(policy,)] * env.num_workers)
 
     def collect(self, gamma: float, gae_lambda: float) -> Rollout:
-        threads = torch.get_num_threads()
-        # The workers use the other cores meanwhile: a second inference thread would only
-        # wait for a core (small batches gain little from it anyway).
-        torch.set_num_threads(1)
-        try:
-            return self._collect(gamma, gae_lambda)
-        finally:
-            torch.set_num_threads(threads)
-
-    def _collect(self, gamma: float, gae_lambda: float) -> Rollout:
-        workers = range(self.env.num_workers)
-        latest = [self.env.worker_obs(k) for k in workers]
+        # As numpy arrays: torch tensors would cross the pipe through shared-memory files.
+        state = {name: value.numpy() for name, value in self.net.state_dict().items()}
+        seeds = self.rng.integers(2**63, size=self.env.num_workers)
+        parts = self.env.call(_worker_rollout, [(state, self.steps, int(s)) for s in seeds])
         steps: list[list[_Transition]] = []
         for t in range(self.steps):
             groups = []
-            for k in workers:
-                if t:
-                    latest[k] = self.env.wait(k)
-                    self._observe(steps[t - 1][k], latest[k])
-                transition = self._decide(latest[k])
-                self.env.act_async(k, transition.actions, latest[k])
+            for transitions, _ in parts:
+                transition, metrics = transitions[t]
+                for key, values in metrics.items():
+                    self._metrics.setdefault(key, []).append(values)
                 groups.append(transition)
             steps.append(groups)
-        for k in workers:
-            latest[k] = self.env.wait(k)
-            self._observe(steps[-1][k], latest[k])
-        self.obs = self.env.assemble(latest)
+        self.obs = self.env.assemble([latest for _, latest in parts])
         return self._rollout(steps, gamma, gae_lambda)
 
 
-def make_sampler(env: VecEnv, net: RogueNet, steps: int, pipeline: bool = True) -> Sampler:
-    """A pipelined sampler where it can overlap work (processes), a plain one otherwise."""
-    if pipeline and isinstance(env, ProcessVecEnv) and env.num_workers >= 2:
-        return PipelinedSampler(env, net, steps)
+def _install_policy(envs: SerialVecEnv, context: dict[str, Any], policy: bytes) -> None:
+    """In a worker: keep the pickled network ``policy`` for the rollouts to come."""
+    # One core per worker: the workers run at once.
+    torch.set_num_threads(1)
+    context["net"] = pickle.loads(policy)
+
+
+def _worker_rollout(
+    envs: SerialVecEnv,
+    context: dict[str, Any],
+    state: dict[str, npt.NDArray[Any]],
+    steps: int,
+    seed: int,
+) -> tuple[list[tuple[_Transition, dict[str, npt.NDArray[np.float64]]]], VecObs]:
+    """In a worker: ``steps`` steps of its environments with the policy of ``state``; returns
+    each step's transition and episode metrics, and the latest observations."""
+    net: RogueNet = context["net"]
+    net.load_state_dict({name: torch.from_numpy(value) for name, value in state.items()})
+    torch.manual_seed(seed)
+    obs = envs.observation
+    transitions = []
+    for _ in range(steps):
+        transition = _decide(net, obs)
+        obs = envs.act(transition.actions)
+        transition.reward, transition.done = obs.reward, obs.done
+        transitions.append((transition, obs.metrics))
+    return transitions, obs
+
+
+def make_sampler(env: VecEnv, net: RogueNet, steps: int, rng: np.random.Generator) -> Sampler:
+    """A :class:`WorkerSampler` for environments in worker processes, else a :class:`Sampler`;
+    ``rng`` seeds the workers' sampling."""
+    if isinstance(env, ProcessVecEnv):
+        return WorkerSampler(env, net, steps, rng)
     return Sampler(env, net, steps)

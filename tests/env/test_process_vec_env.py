@@ -235,3 +235,69 @@ def test_unpicklable_factory_with_spawn_is_a_clear_error() -> None:
         ProcessVecEnv(lambda: Explodes(), 2, num_workers=2, start_method="spawn")
     assert "<lambda>" in str(error.value)
     assert worker_children() == []
+
+
+def count_calls(envs: SerialVecEnv, context: dict, offset: int) -> tuple[int, int]:
+    """A call run in the workers: how many environments this worker holds, and how many
+    times it was called (kept in its context), plus ``offset``."""
+    context["calls"] = context.get("calls", 0) + 1
+    return envs.num_envs, context["calls"] + offset
+
+
+def step_with_first_legal(envs: SerialVecEnv, context: dict) -> object:
+    return envs.act(choose_first_legal(envs.observation))
+
+
+def fail_in_a_call(envs: SerialVecEnv, context: dict) -> None:
+    raise RuntimeError("this call fails on purpose")
+
+
+def test_call_runs_in_every_worker_with_a_context_kept_between_calls() -> None:
+    with no_hang(), ProcessVecEnv(Growing, 5, seed=0, num_workers=2) as env:
+        env.reset()
+        assert env.call(count_calls, [(0,), (10,)]) == [(3, 1), (2, 11)]
+        assert env.call(count_calls, [(0,), (0,)]) == [(3, 2), (2, 2)]
+        with pytest.raises(ValueError, match="one argument tuple per worker"):
+            env.call(count_calls, [(0,)])
+
+
+def test_stepping_in_a_call_then_assembling_continues_the_same_episodes() -> None:
+    serial = SerialVecEnv(Growing, 5, seed=0)
+    with no_hang(), ProcessVecEnv(Growing, 5, seed=0, num_workers=2) as env:
+        env.reset()
+        expected = serial.act(choose_first_legal(serial.reset()))
+        parts = env.call(step_with_first_legal, [(), ()])
+        with pytest.raises(RuntimeError, match="reset"):  # stale until assembled
+            env.act(choose_first_legal(expected))
+        assert_vec_obs_equal(env.assemble(parts), expected)
+        assert_vec_obs_equal(
+            env.act(choose_first_legal(expected)), serial.act(choose_first_legal(expected))
+        )
+
+
+def test_a_failing_call_carries_the_worker_traceback() -> None:
+    env = ProcessVecEnv(Growing, 4, seed=0, num_workers=2)
+    pids = env.pids
+    with no_hang(), pytest.raises(EnvWorkerError) as error:
+        env.call(fail_in_a_call, [(), ()])
+    assert "raised an exception while running 'fail_in_a_call'" in str(error.value)
+    assert "RuntimeError: this call fails on purpose" in str(error.value)
+    assert_gone(pids)
+
+
+def refuse_to_unpickle() -> None:
+    raise RuntimeError("this object cannot be rebuilt")
+
+
+class FailsToUnpickle:
+    def __reduce__(self) -> tuple:
+        return refuse_to_unpickle, ()
+
+
+def test_a_message_the_worker_cannot_unpickle_is_an_error_not_a_dead_worker() -> None:
+    env = ProcessVecEnv(Growing, 4, seed=0, num_workers=2)
+    with no_hang(), pytest.raises(EnvWorkerError) as error:
+        env.call(count_calls, [(FailsToUnpickle(),), (0,)])
+    assert "RuntimeError: this object cannot be rebuilt" in str(error.value)
+    assert "died" not in str(error.value)
+    env.close()

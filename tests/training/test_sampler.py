@@ -1,4 +1,4 @@
-"""Rollout collection: the serial and the pipelined (worker process) samplers."""
+"""Rollout collection: the serial sampler and the worker-process sampler."""
 
 from __future__ import annotations
 
@@ -13,19 +13,19 @@ from entityrl.envs import make_vec
 from entityrl.nn import RogueNet, RogueNetConfig
 from entityrl.training.config import load_config
 from entityrl.training.runner import Trainer
-from entityrl.training.sampler import PipelinedSampler, Sampler, make_sampler
+from entityrl.training.sampler import Sampler, WorkerSampler, make_sampler
 
 STEPS, ENVS = 6, 6
 
 
-@pytest.fixture(params=["serial", "pipelined"])
+@pytest.fixture(params=["serial", "workers"])
 def sampler(request: pytest.FixtureRequest):
     processes = 0 if request.param == "serial" else 3
     env = make_vec("MoveToOrigin", ENVS, seed=0, processes=processes)
     torch.manual_seed(0)
     net = RogueNet(env.obs_space, env.action_space, RogueNetConfig(d_model=16))
-    made = make_sampler(env, net, STEPS)
-    assert isinstance(made, PipelinedSampler) == (request.param == "pipelined")
+    made = make_sampler(env, net, STEPS, np.random.default_rng(0))
+    assert isinstance(made, WorkerSampler) == (request.param == "workers")
     yield made
     env.close()
 
@@ -44,6 +44,13 @@ def test_rows_are_ordered_by_step_then_environment(sampler: Sampler) -> None:
 
 
 def test_stored_log_probabilities_are_what_the_network_says(sampler: Sampler) -> None:
+    first = sampler.collect(0.99, 0.95)
+    # The next rollout acts with the network as it is now (workers hold copies of it): new
+    # parameters and new input statistics.
+    with torch.no_grad():
+        for p in sampler.net.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    sampler.net.update_normalizers(first.obs)
     rollout = sampler.collect(0.99, 0.95)
     rows = np.arange(rollout.num_rows)
     batch = rollout.minibatch(rows, rollout.advantages)
@@ -54,7 +61,7 @@ def test_stored_log_probabilities_are_what_the_network_says(sampler: Sampler) ->
     torch.testing.assert_close(out.values, batch.values, atol=1e-5, rtol=1e-5)
 
 
-def test_a_pipelined_run_is_reproducible(tmp_path: Path) -> None:
+def test_a_run_with_worker_processes_is_reproducible(tmp_path: Path) -> None:
     def run(name: str) -> list[dict]:
         config = load_config(
             "CherryPick",
