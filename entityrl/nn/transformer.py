@@ -25,7 +25,7 @@ from torch.nn import functional
 
 from entityrl.nn.kernels import ragged_attention
 from entityrl.nn.kernels.mlp import fused_mlp
-from entityrl.nn.kernels.pointwise import gelu, layer_norm
+from entityrl.nn.kernels.pointwise import add_layer_norm, gelu, layer_norm
 from entityrl.nn.layout import BatchLayout
 from entityrl.nn.precision import linear_in
 from entityrl.nn.relpos import RelativePositions
@@ -229,8 +229,8 @@ class Block(nn.Module):
 
     def forward(self, x: torch.Tensor, ctx: AttentionContext) -> torch.Tensor:
         ln1, ln2 = self.ln1, self.ln2
-        x = x + self.mix(layer_norm(x, ln1.weight, ln1.bias, ln1.eps, self.mix_dtype), ctx)
-        normed = layer_norm(x, ln2.weight, ln2.bias, ln2.eps, self.dtype)
+        mixed = self.mix(layer_norm(x, ln1.weight, ln1.bias, ln1.eps, self.mix_dtype), ctx)
+        x, normed = add_layer_norm(x, mixed, ln2.weight, ln2.bias, ln2.eps, self.dtype)
         up, down = self.mlp[0], self.mlp[2]
         y = fused_mlp(up, down, normed) if self.dtype == torch.bfloat16 else None
         if y is None:

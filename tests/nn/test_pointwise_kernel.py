@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from torch.nn import functional
 
 from entityrl.nn.kernels import build
-from entityrl.nn.kernels.pointwise import gelu, kernel_available, layer_norm
+from entityrl.nn.kernels.pointwise import add_layer_norm, gelu, kernel_available, layer_norm
 
 if os.environ.get("ENTITYRL_NO_KERNELS", "") not in ("", "0"):
     pytest.skip("kernels disabled by ENTITYRL_NO_KERNELS", allow_module_level=True)
@@ -199,6 +199,84 @@ def test_layer_norm_other_dtypes_use_torch() -> None:
     assert torch.autograd.gradcheck(lambda *a: layer_norm(*a), (x, weight, bias))
     half = layer_norm(x.detach(), weight.detach(), bias.detach(), out_dtype=torch.float16)
     assert half.dtype == torch.float16
+
+
+# ---------------------------------------------------------------------------------------
+# A residual sum and the layer norm after it
+
+
+def add_layer_norm_reference(
+    x: torch.Tensor,
+    res: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor,
+    eps: float,
+    out_dtype: torch.dtype,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The same as separate torch operations (the kernel's own layer norm on the sum)."""
+    total = x + res
+    return total, layer_norm(total, weight, bias, eps, out_dtype)
+
+
+@pytest.mark.parametrize("res_dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("out_dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("rows", [0, 1, 5, 63, 64, 65, 1000])
+@pytest.mark.parametrize("d", [7, 32, 33])
+def test_add_layer_norm_is_the_sum_then_the_layer_norm(
+    d: int, rows: int, out_dtype: torch.dtype, res_dtype: torch.dtype, threads: int
+) -> None:
+    gen = torch.Generator().manual_seed(rows * d)
+    x = torch.randn(rows, d, generator=gen)
+    res = torch.randn(rows, d, generator=gen).to(res_dtype)
+    weight, bias = torch.randn(d, generator=gen), torch.randn(d, generator=gen)
+    grad_total = torch.randn(rows, d, generator=gen)
+    grad = torch.randn(rows, d, generator=gen).to(out_dtype)
+
+    def run(fn) -> list[torch.Tensor]:  # type: ignore[no-untyped-def]
+        leaves = [t.clone().requires_grad_() for t in (x, res, weight, bias)]
+        total, out = fn(*leaves, 1e-5, out_dtype)
+        grads = torch.autograd.grad((total, out), leaves, (grad_total, grad))
+        return [total, out, *grads]
+
+    ours, ref = run(add_layer_norm), run(add_layer_norm_reference)
+    assert ours[0].dtype == torch.float32 and ours[1].dtype == out_dtype
+    assert ours[3].dtype == res_dtype
+    # The sum and the normalised values are computed exactly as the separate operations do.
+    assert torch.equal(ours[0], ref[0]) and torch.equal(ours[1], ref[1])
+    for name, a, b in zip(("x", "res", "weight", "bias"), ours[2:], ref[2:], strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5, msg=name)
+    with torch.no_grad():
+        total, out = add_layer_norm(x, res, weight, bias, 1e-5, out_dtype)
+    assert torch.equal(total, ref[0]) and torch.equal(out, ref[1])
+
+
+def test_add_layer_norm_with_one_output_used() -> None:
+    x, res = torch.randn(10, 32, requires_grad=True), torch.randn(10, 32).bfloat16()
+    res.requires_grad_()
+    weight, bias = torch.randn(32, requires_grad=True), torch.randn(32, requires_grad=True)
+    total, out = add_layer_norm(x, res, weight, bias, 1e-5, torch.bfloat16)
+    total.sum().backward()  # the layer norm's output unused
+    assert torch.equal(x.grad, torch.ones(10, 32)) and res.grad.dtype == torch.bfloat16
+    assert torch.equal(weight.grad, torch.zeros(32))
+    x.grad = None
+    _, out = add_layer_norm(x, res, weight, bias, 1e-5, torch.bfloat16)
+    out.float().sum().backward()  # the sum unused
+    _, expected = add_layer_norm_reference(x, res, weight, bias, 1e-5, torch.bfloat16)
+    ref_grad = torch.autograd.grad(expected.float().sum(), x)[0]
+    torch.testing.assert_close(x.grad, ref_grad, rtol=1e-5, atol=1e-5)
+
+
+def test_add_layer_norm_shapes_and_fallbacks() -> None:
+    x, weight, bias = torch.randn(4, 8), torch.randn(8), torch.randn(8)
+    with pytest.raises(ValueError, match="same shape"):
+        add_layer_norm(x, torch.randn(4, 9), weight, bias)
+    # float64 (no kernel): the torch expressions
+    x64, res64 = x.double(), torch.randn(4, 8, dtype=torch.float64)
+    total, out = add_layer_norm(x64, res64, weight.double(), bias.double())
+    assert torch.equal(total, x64 + res64)
+    torch.testing.assert_close(
+        out, functional.layer_norm(x64 + res64, (8,), weight.double(), bias.double())
+    )
 
 
 # ---------------------------------------------------------------------------------------

@@ -304,27 +304,41 @@ static void with_width(int64_t D, F f) {
     }
 }
 
-template <class E>
-static int64_t layer_norm_forward(const float* x, const float* w, const float* b, float eps,
-                                  E* out, float* mean, float* rstd, int64_t N, int64_t D,
-                                  int64_t nthreads) {
+// Each thread's rows go LN_BLOCK at a time, so that a block's sums (x + res, when a residual
+// is added first) and gradients are still in the cache when the next step reads them.
+template <class E, class R>
+static int64_t layer_norm_forward(const float* x, const R* res, float* sum, const float* w,
+                                  const float* b, float eps, E* out, float* mean, float* rstd,
+                                  int64_t N, int64_t D, int64_t nthreads) {
     const int64_t nt = threads_for(N * D, nthreads);
     with_width(D, [&](auto nv) {
         run_threads(nt, [=](int64_t t) {
             constexpr int NV = decltype(nv)::value;
-            const int64_t r0 = N * t / nt, r1 = N * (t + 1) / nt;
-            const int64_t bulk = r0 + (r1 - r0) / GROUP * GROUP;
-            ln_forward_rows<E, NV, GROUP>(x, w, b, eps, out, mean, rstd, D, r0, bulk);
-            ln_forward_rows<E, NV, 1>(x, w, b, eps, out, mean, rstd, D, bulk, r1);
+            const Row<NV> row(D);
+            const int64_t r1 = N * (t + 1) / nt;
+            for (int64_t a = N * t / nt; a < r1; a += LN_BLOCK) {
+                const int64_t z = a + LN_BLOCK < r1 ? a + LN_BLOCK : r1;
+                if (res)
+                    for (int64_t r = a; r < z; r++)
+                        for (int64_t v = 0; v < row.n; v++)
+                            row.put(sum + r * D, v, row.get(x + r * D, v) + row.get(res + r * D, v));
+                const float* in = res ? sum : x;
+                const int64_t bulk = a + (z - a) / GROUP * GROUP;
+                ln_forward_rows<E, NV, GROUP>(in, w, b, eps, out, mean, rstd, D, a, bulk);
+                ln_forward_rows<E, NV, 1>(in, w, b, eps, out, mean, rstd, D, bulk, z);
+            }
         });
     });
     return 0;
 }
 
-template <class E>
-static int64_t layer_norm_backward(const E* dy, const float* x, const float* mean,
-                                   const float* rstd, const float* w, float* dx, float* dw,
-                                   float* db, int64_t N, int64_t D, int64_t nthreads) {
+// dsum NULL: the plain layer norm's backward. Else the layer norm of a sum x + res, whose sum
+// was also an output: dx = dsum + the layer norm's gradient, and dres its copy in res's type.
+template <class E, class R>
+static int64_t layer_norm_backward(const E* dy, const float* dsum, const float* x,
+                                   const float* mean, const float* rstd, const float* w,
+                                   float* dx, R* dres, float* dw, float* db, int64_t N, int64_t D,
+                                   int64_t nthreads) {
     const int64_t nt = threads_for(N * D, nthreads);
     const int64_t width = round_up(D, W), per_thread = 4 * width;
     float* sums = nullptr;
@@ -337,11 +351,22 @@ static int64_t layer_norm_backward(const E* dy, const float* x, const float* mea
     with_width(D, [&](auto nv) {
         run_threads(nt, [=](int64_t t) {
             constexpr int NV = decltype(nv)::value;
-            const int64_t r0 = N * t / nt, r1 = N * (t + 1) / nt;
-            const int64_t bulk = r0 + (r1 - r0) / GROUP * GROUP;
+            const Row<NV> row(D);
+            const int64_t r1 = N * (t + 1) / nt;
             float* mine = sums ? sums + t * per_thread : nullptr;
-            ln_backward_rows<E, NV, GROUP>(dy, x, mean, rstd, w, dx, mine, D, r0, bulk);
-            ln_backward_rows<E, NV, 1>(dy, x, mean, rstd, w, dx, mine, D, bulk, r1);
+            for (int64_t a = N * t / nt; a < r1; a += LN_BLOCK) {
+                const int64_t z = a + LN_BLOCK < r1 ? a + LN_BLOCK : r1;
+                const int64_t bulk = a + (z - a) / GROUP * GROUP;
+                ln_backward_rows<E, NV, GROUP>(dy, x, mean, rstd, w, dx, mine, D, a, bulk);
+                ln_backward_rows<E, NV, 1>(dy, x, mean, rstd, w, dx, mine, D, bulk, z);
+                if (dsum && dx)
+                    for (int64_t r = a; r < z; r++)
+                        for (int64_t v = 0; v < row.n; v++) {
+                            const vf g = row.get(dx + r * D, v) + row.get(dsum + r * D, v);
+                            row.put(dx + r * D, v, g);
+                            row.put(dres + r * D, v, g);
+                        }
+            }
         });
     });
     if (sums) {
@@ -366,31 +391,49 @@ static int64_t layer_norm_backward(const E* dy, const float* x, const float* mea
 extern "C" {
 
 // x, w, b float32 (N, D), (D), (D); out (N, D) in dtype; mean, rstd (N) float32 or both NULL.
-int64_t pw_layer_norm_forward(const float* x, const float* w, const float* b, double eps,
-                              void* out, int64_t dtype, float* mean, float* rstd, int64_t N,
-                              int64_t D, int64_t nthreads) {
+// res NULL: the layer norm of x. Else the layer norm of x + res, res (N, D) in res_dtype, the
+// float32 sum written to sum (N, D).
+int64_t pw_layer_norm_forward(const float* x, const void* res, int64_t res_dtype, float* sum,
+                              const float* w, const float* b, double eps, void* out,
+                              int64_t dtype, float* mean, float* rstd, int64_t N, int64_t D,
+                              int64_t nthreads) {
     if (N < 0 || D < 1) return -2;
+    if ((dtype != 0 && dtype != 1) || (res && res_dtype != 0 && res_dtype != 1)) return -1;
+    const float e = (float)eps;
+    if (dtype == 0 && res_dtype != 1)
+        return layer_norm_forward(x, (const float*)res, sum, w, b, e, (float*)out, mean, rstd,
+                                  N, D, nthreads);
     if (dtype == 0)
-        return layer_norm_forward(x, w, b, (float)eps, (float*)out, mean, rstd, N, D, nthreads);
-    if (dtype == 1)
-        return layer_norm_forward(x, w, b, (float)eps, (uint16_t*)out, mean, rstd, N, D,
-                                  nthreads);
-    return -1;
+        return layer_norm_forward(x, (const uint16_t*)res, sum, w, b, e, (float*)out, mean,
+                                  rstd, N, D, nthreads);
+    if (res_dtype != 1)
+        return layer_norm_forward(x, (const float*)res, sum, w, b, e, (uint16_t*)out, mean,
+                                  rstd, N, D, nthreads);
+    return layer_norm_forward(x, (const uint16_t*)res, sum, w, b, e, (uint16_t*)out, mean,
+                              rstd, N, D, nthreads);
 }
 
-// dy (N, D) in dtype; x, mean, rstd, w as the forward had them; writes dx (N, D) unless NULL
-// and dw, db (D) unless NULL (both or neither), all float32.
-int64_t pw_layer_norm_backward(const void* dy, int64_t dtype, const float* x, const float* mean,
-                               const float* rstd, const float* w, float* dx, float* dw,
-                               float* db, int64_t N, int64_t D, int64_t nthreads) {
+// dy (N, D) in dtype; x (the sum, for a layer norm of a sum), mean, rstd, w as the forward had
+// them; writes dx (N, D) unless NULL and dw, db (D) unless NULL (both or neither), all
+// float32. dsum NULL: a plain layer norm. Else the gradient of the sum output (N, D) float32,
+// added to dx, which is also written to dres (N, D) in res_dtype.
+int64_t pw_layer_norm_backward(const void* dy, int64_t dtype, const float* dsum,
+                               const float* x, const float* mean, const float* rstd,
+                               const float* w, float* dx, void* dres, int64_t res_dtype,
+                               float* dw, float* db, int64_t N, int64_t D, int64_t nthreads) {
     if (N < 0 || D < 1) return -2;
+    if ((dtype != 0 && dtype != 1) || (dsum && res_dtype != 0 && res_dtype != 1)) return -1;
+    if (dtype == 0 && res_dtype != 1)
+        return layer_norm_backward((const float*)dy, dsum, x, mean, rstd, w, dx, (float*)dres,
+                                   dw, db, N, D, nthreads);
     if (dtype == 0)
-        return layer_norm_backward((const float*)dy, x, mean, rstd, w, dx, dw, db, N, D,
-                                   nthreads);
-    if (dtype == 1)
-        return layer_norm_backward((const uint16_t*)dy, x, mean, rstd, w, dx, dw, db, N, D,
-                                   nthreads);
-    return -1;
+        return layer_norm_backward((const float*)dy, dsum, x, mean, rstd, w, dx,
+                                   (uint16_t*)dres, dw, db, N, D, nthreads);
+    if (res_dtype != 1)
+        return layer_norm_backward((const uint16_t*)dy, dsum, x, mean, rstd, w, dx,
+                                   (float*)dres, dw, db, N, D, nthreads);
+    return layer_norm_backward((const uint16_t*)dy, dsum, x, mean, rstd, w, dx,
+                               (uint16_t*)dres, dw, db, N, D, nthreads);
 }
 
 // y = gelu(x), n elements of dtype.

@@ -25,7 +25,7 @@ from torch.nn import functional
 
 from entityrl.nn.kernels import build
 
-__all__ = ["gelu", "kernel_available", "layer_norm"]
+__all__ = ["add_layer_norm", "gelu", "kernel_available", "layer_norm"]
 
 _DTYPE_CODES = {torch.float32: 0, torch.bfloat16: 1}
 _ERRORS = {-1: "unsupported dtype", -2: "bad sizes", -5: "out of memory"}
@@ -37,9 +37,11 @@ class _Kernel:
     def __init__(self, lib: ctypes.CDLL) -> None:
         i64, f64, ptr = ctypes.c_int64, ctypes.c_double, ctypes.c_void_p
         self.ln_forward = lib.pw_layer_norm_forward
-        self.ln_forward.argtypes = [ptr, ptr, ptr, f64, ptr, i64, ptr, ptr, i64, i64, i64]
+        self.ln_forward.argtypes = [ptr, ptr, i64, ptr, ptr, ptr, f64, ptr, i64, ptr, ptr]
+        self.ln_forward.argtypes += [i64, i64, i64]
         self.ln_backward = lib.pw_layer_norm_backward
-        self.ln_backward.argtypes = [ptr, i64, ptr, ptr, ptr, ptr, ptr, ptr, ptr, i64, i64, i64]
+        self.ln_backward.argtypes = [ptr, i64, ptr, ptr, ptr, ptr, ptr, ptr, ptr, i64, ptr, ptr]
+        self.ln_backward.argtypes += [i64, i64, i64]
         self.gelu_forward = lib.pw_gelu_forward
         self.gelu_forward.argtypes = [ptr, ptr, i64, i64, i64]
         self.gelu_backward = lib.pw_gelu_backward
@@ -114,13 +116,19 @@ def _ln_forward(
     eps: float,
     out_dtype: torch.dtype,
     stats: tuple[torch.Tensor, torch.Tensor] | None,
+    residual: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> torch.Tensor:
-    """The kernel's forward into a new tensor; ``stats``: (mean, rstd) to fill, or None."""
+    """The kernel's forward into a new tensor; ``stats``: (mean, rstd) to fill, or None;
+    ``residual``: (res, sum): normalize ``x + res``, written to ``sum``."""
     d = x.shape[-1]
     out = torch.empty(x.shape, dtype=out_dtype)
     mean, rstd = (None, None) if stats is None else (stats[0].data_ptr(), stats[1].data_ptr())
+    res, total = (None, None) if residual is None else residual
     err = kernel.ln_forward(
         x.data_ptr(),
+        None if res is None else res.data_ptr(),
+        0 if res is None else _DTYPE_CODES[res.dtype],
+        None if total is None else total.data_ptr(),
         weight.data_ptr(),
         bias.data_ptr(),
         eps,
@@ -170,11 +178,14 @@ class _LayerNorm(torch.autograd.Function):
         err = ctx.kernel.ln_backward(
             grad.data_ptr(),
             _DTYPE_CODES[ctx.out_dtype],
+            None,
             x.data_ptr(),
             mean.data_ptr(),
             rstd.data_ptr(),
             weight.data_ptr(),
             None if dx is None else dx.data_ptr(),
+            None,
+            0,
             None if dw is None else dw.data_ptr(),
             None if db is None else db.data_ptr(),
             x.numel() // d,
@@ -183,6 +194,109 @@ class _LayerNorm(torch.autograd.Function):
         )
         _check(err, "layer_norm backward")
         return dx, dw if need_w else None, db if need_b else None, None, None, None
+
+
+def add_layer_norm(
+    x: torch.Tensor,
+    res: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor,
+    eps: float = 1e-5,
+    out_dtype: torch.dtype | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(s, layer_norm(s))`` for ``s = x + res`` in one pass (a residual connection followed
+    by the next layer norm), the layer norm's output in ``out_dtype`` (default: ``s``'s dtype).
+
+    ``x``: float32 ``(..., D)``; ``res``: float32 or bfloat16 of the same shape; ``s`` is
+    float32. Differentiable with respect to ``x``, ``res``, ``weight`` and ``bias``; the
+    kernel's backward adds the gradients of both outputs in the same pass. Other dtypes and
+    devices run the torch expressions.
+    """
+    if res.shape != x.shape:
+        raise ValueError(
+            f"add_layer_norm: x and res must have the same shape, got {tuple(x.shape)} "
+            f"and {tuple(res.shape)}"
+        )
+    kernel = _get_kernel()
+    if (
+        kernel is None
+        or x.dim() == 0
+        or x.dtype != torch.float32
+        or res.dtype not in _DTYPE_CODES
+        or not res.is_cpu
+    ):
+        total = x + res
+        return total, layer_norm(total, weight, bias, eps, out_dtype)
+    d = x.shape[-1]
+    out_dtype = out_dtype or torch.float32
+    if (
+        weight.shape != (d,)
+        or bias.shape != (d,)
+        or out_dtype not in _DTYPE_CODES
+        or d == 0
+        or any(t.dtype != torch.float32 or not t.is_cpu for t in (x, weight, bias))
+    ):
+        total = x + res
+        return total, layer_norm(total, weight, bias, eps, out_dtype)
+    x, res = x.contiguous(), res.contiguous()
+    weight, bias = weight.contiguous(), bias.contiguous()
+    if _needs_graph(x, res, weight, bias):
+        return _AddLayerNorm.apply(x, res, weight, bias, eps, out_dtype, kernel)
+    total = torch.empty_like(x)
+    return total, _ln_forward(kernel, x, weight, bias, eps, out_dtype, None, (res, total))
+
+
+class _AddLayerNorm(torch.autograd.Function):
+    @staticmethod
+    def forward(
+        ctx: Any,
+        x: torch.Tensor,
+        res: torch.Tensor,
+        weight: torch.Tensor,
+        bias: torch.Tensor,
+        eps: float,
+        out_dtype: torch.dtype,
+        kernel: _Kernel,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        rows = x.numel() // x.shape[-1]
+        mean, rstd = torch.empty(rows, dtype=torch.float32), torch.empty(rows, dtype=torch.float32)
+        total = torch.empty_like(x)
+        out = _ln_forward(kernel, x, weight, bias, eps, out_dtype, (mean, rstd), (res, total))
+        ctx.save_for_backward(total, weight, mean, rstd)
+        ctx.kernel, ctx.out_dtype, ctx.res_dtype = kernel, out_dtype, res.dtype
+        return total, out
+
+    @staticmethod
+    @once_differentiable
+    def backward(
+        ctx: Any, grad_total: torch.Tensor, grad: torch.Tensor
+    ) -> tuple[torch.Tensor | None, ...]:
+        # (An output that was not used gets a gradient of zeros: autograd materializes it.)
+        total, weight, mean, rstd = ctx.saved_tensors
+        grad = grad.to(ctx.out_dtype).contiguous()
+        grad_total = grad_total.to(torch.float32).contiguous()
+        dx, dres = torch.empty_like(total), torch.empty(total.shape, dtype=ctx.res_dtype)
+        dw, db = torch.empty_like(weight), torch.empty_like(weight)
+        d = total.shape[-1]
+        err = ctx.kernel.ln_backward(
+            grad.data_ptr(),
+            _DTYPE_CODES[ctx.out_dtype],
+            grad_total.data_ptr(),
+            total.data_ptr(),
+            mean.data_ptr(),
+            rstd.data_ptr(),
+            weight.data_ptr(),
+            dx.data_ptr(),
+            dres.data_ptr(),
+            _DTYPE_CODES[ctx.res_dtype],
+            dw.data_ptr(),
+            db.data_ptr(),
+            total.numel() // d,
+            d,
+            torch.get_num_threads(),
+        )
+        _check(err, "add_layer_norm backward")
+        return dx, dres, dw, db, None, None, None
 
 
 # ---------------------------------------------------------------------------------------
