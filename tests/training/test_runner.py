@@ -61,12 +61,16 @@ def interrupt_after(iterations: int):
     return hook
 
 
-def test_an_interrupted_run_resumed_reaches_the_same_parameters(tmp_path: Path) -> None:
-    Trainer(config(tmp_path / "whole")).run()
+@pytest.mark.parametrize("processes", [1, 2], ids=["in_process", "worker_processes"])
+def test_an_interrupted_run_resumed_reaches_the_same_parameters(
+    tmp_path: Path, processes: int
+) -> None:
+    workers = f"rollout.processes={processes}"
+    Trainer(config(tmp_path / "whole", workers)).run()
 
-    first = Trainer(config(tmp_path / "split"), on_iteration=interrupt_after(2)).run()
+    first = Trainer(config(tmp_path / "split", workers), on_iteration=interrupt_after(2)).run()
     assert first.interrupted and first.steps == 128
-    resumed = Trainer(config(tmp_path / "split"), resume=tmp_path / "split").run()
+    resumed = Trainer(config(tmp_path / "split", workers), resume=tmp_path / "split").run()
     assert resumed.steps == 192 and not resumed.interrupted
 
     whole, split = parameters(tmp_path / "whole"), parameters(tmp_path / "split")
