@@ -34,7 +34,10 @@ class CategoricalHead(nn.Module):
         chosen: torch.Tensor | None = None,
         deterministic: bool = False,
     ) -> HeadOutput:
-        return masked_categorical(self.proj(x[actors]), legal, chosen, deterministic)
+        # index_select: several times faster than x[actors], forward and backward.
+        return masked_categorical(
+            self.proj(x.index_select(0, actors)), legal, chosen, deterministic
+        )
 
 
 class SelectEntityHead(nn.Module):
@@ -53,8 +56,8 @@ class SelectEntityHead(nn.Module):
         chosen: torch.Tensor | None = None,
         deterministic: bool = False,
     ) -> HeadOutput:
-        queries = self.query(x[layout.actor_flat])
-        keys = self.key(x[layout.actee_flat])
+        queries = self.query(x.index_select(0, layout.actor_flat))
+        keys = self.key(x.index_select(0, layout.actee_flat))
         rows, ma, me = layout.rows, layout.max_actors, layout.max_actees
         key_grid = keys.new_zeros(rows * me, self.d_qk).index_copy_(0, layout.actee_slot, keys)
         key_grid = key_grid.view(rows, me, self.d_qk)
