@@ -15,7 +15,9 @@ weight and the bias. entityrl.nn.kernels.linear replaces them below its crossove
 x is bfloat16 as the network gives it (its layer norms and GELU write bfloat16), float32 for
 the float32 side. A second table finds the crossover: kernel (called directly, past
 MAX_ROWS) against oneDNN at d_model 32, 64 and 128 and more rows. Last, RogueNet ``act`` on
-128 MultiSnake observations (4 entities each), with and without the kernel. Each figure is the
+128 MultiSnake observations (4 entities each), with and without the kernel; and the fused MLP
+(the same kernel's products with the GELU between them, in one call) against its layers one by
+one, with and without gradients. Each figure is the
 median over REPEATS repeats of the mean time per call over a batch of calls lasting at least
 50 ms, the sides alternating so that all see the same machine load. Prints markdown tables;
 ``--write`` also puts them in benchmarks/RESULTS.md.
@@ -43,8 +45,10 @@ from attention import seconds_per_call
 from results import replace_section
 
 from entityrl.envs import make_vec
-from entityrl.nn import RogueNet, RogueNetConfig, precision
+from entityrl.nn import RogueNet, RogueNetConfig, precision, transformer
 from entityrl.nn.kernels import linear as lk
+from entityrl.nn.kernels.mlp import fused_mlp
+from entityrl.nn.kernels.pointwise import gelu
 
 ROWS = (64, 128, 256, 512, 1024)
 CROSSOVER_ROWS = (1024, 2048, 4096)
@@ -145,13 +149,72 @@ def crossover(repeats: int) -> list[str]:
 
 @contextlib.contextmanager
 def kernel_off() -> Iterator[None]:
-    """linear_in as it was before the kernel: every bfloat16 product by oneDNN."""
-    saved = precision.small_batch_linear
+    """The network as it was before the kernel: every bfloat16 product by oneDNN (linear_in
+    without the kernel, and the blocks' MLPs as separate layers)."""
+    saved = precision.small_batch_linear, transformer.fused_mlp
     precision.small_batch_linear = lambda layer, x: None
+    transformer.fused_mlp = lambda up, down, x: None
     try:
         yield
     finally:
-        precision.small_batch_linear = saved
+        precision.small_batch_linear, transformer.fused_mlp = saved
+
+
+MLP_ROWS = (128, 1024, 4352, 34816)
+
+
+def mlp_times(
+    up: nn.Linear, down: nn.Linear, rows: int, repeats: int
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Seconds per call of the MLP's layers one by one and fused: without gradients, then
+    forward and backward."""
+    x = torch.randn(rows, up.in_features).bfloat16()
+    grad = torch.randn(rows, up.in_features).bfloat16()
+
+    def layers(x: torch.Tensor) -> torch.Tensor:
+        bf16 = torch.bfloat16
+        return precision.linear_in(bf16, down, gelu(precision.linear_in(bf16, up, x)))
+
+    def fused(x: torch.Tensor) -> torch.Tensor:
+        y = fused_mlp(up, down, x)
+        assert y is not None
+        return y
+
+    def train(fn: Callable[[torch.Tensor], torch.Tensor]) -> Callable[[], None]:
+        return lambda: fn(x.detach().requires_grad_()).backward(grad)
+
+    with torch.no_grad():
+        inference = median_times({"layers": lambda: layers(x), "fused": lambda: fused(x)}, repeats)
+    training = median_times({"layers": train(layers), "fused": train(fused)}, repeats)
+    return inference, training
+
+
+def fused_mlp_table(repeats: int) -> list[str]:
+    """The fused MLP (entityrl.nn.kernels.mlp) against its layers one by one (linear_in,
+    the GELU kernel, linear_in), without and with gradients."""
+    table = [
+        "| d_model | rows | layers, no grad | fused | speedup | layers, fwd+bwd | fused "
+        "| speedup |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    print("\n".join(table))
+    for d in (32, 64):
+        torch.manual_seed(d)
+        up, down = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+        for rows in MLP_ROWS:
+            t, g = mlp_times(up, down, rows, repeats)
+            add_row(
+                table,
+                str(d),
+                str(rows),
+                f"{t['layers'] * 1e6:.0f}",
+                f"{t['fused'] * 1e6:.0f}",
+                f"{t['layers'] / t['fused']:.2f}x",
+                f"{g['layers'] * 1e6:.0f}",
+                f"{g['fused'] * 1e6:.0f}",
+                f"{g['layers'] / g['fused']:.2f}x",
+            )
+    return table
 
 
 def rogue_net_act(repeats: int) -> list[str]:
@@ -203,6 +266,8 @@ def main() -> None:
         cross = crossover(args.repeats)
         print()
     act = rogue_net_act(args.repeats)
+    print()
+    mlp = fused_mlp_table(args.repeats)
     if args.write:
         replace_section(
             "bfloat16 linear kernel (benchmarks/linear.py)",
@@ -214,7 +279,14 @@ def main() -> None:
             f"us per call, medians of {args.repeats} repeats with the sides alternating.\n\n"
             + "\n".join(small)
             + "\n\nCrossover (kernel called directly, past MAX_ROWS = "
-            f"{lk.MAX_ROWS}), us per call:\n\n" + "\n".join(cross) + "\n\n" + "\n".join(act),
+            f"{lk.MAX_ROWS}), us per call:\n\n"
+            + "\n".join(cross)
+            + "\n\n"
+            + "\n".join(act)
+            + "\n\nThe fused MLP (entityrl.nn.kernels.mlp: linear, GELU, linear in one call) "
+            "against the same layers one by one (linear_in, the GELU kernel, linear_in), "
+            "us per call, bfloat16 input; fwd+bwd: forward and backward of a fresh graph:\n\n"
+            + "\n".join(mlp),
         )
 
 
