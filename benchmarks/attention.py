@@ -6,11 +6,12 @@ inference (forward under ``no_grad``) and training (forward + backward).
 
 Both sides get the same inputs: rows are sorted by length and cut into up to 16 buckets of at
 least 16 rows (as entityrl.nn.layout does), each bucket a ``(rows, width)`` grid of slots in
-one flat ``(slots, 3 * d_model)`` float32 tensor. SDPA runs once per bucket on a view of its
-grid with a key-padding mask (as RaggedAttention does); the kernel runs once on the flat
-tensor. Each figure is the median over REPEATS repeats of the mean time per call over a batch
-of calls lasting at least 50 ms; kernel and SDPA repeats alternate so that both see the same
-machine load. Prints a markdown table (milliseconds per call and the speedup).
+one flat ``(slots, 3 * d_model)`` float32 (or bfloat16, as in training) tensor. SDPA runs once
+per bucket on a view of its grid with a key-padding mask (as RaggedAttention does); the kernel
+runs once on the flat tensor. Each figure is the median over REPEATS repeats of the mean time
+per call over a batch of calls lasting at least 50 ms; kernel and SDPA repeats alternate so
+that both see the same machine load. Prints a markdown table (milliseconds per call and the
+speedup).
 
 usage: python benchmarks/attention.py [--repeats 7] [--threads 1 2]
 """
@@ -43,10 +44,14 @@ class Shape:
     max_len: int
     d_model: int
     n_head: int
+    dtype: torch.dtype = torch.float32
 
 
 SHAPES = [
+    Shape("1024 rows x 33-34 tokens, d_model 32, 2 heads", 1024, 33, 34, 32, 2),
+    Shape("same, bfloat16", 1024, 33, 34, 32, 2, torch.bfloat16),
     Shape("1024 rows x 17-33 tokens, d_model 32, 2 heads", 1024, 17, 33, 32, 2),
+    Shape("same, bfloat16", 1024, 17, 33, 32, 2, torch.bfloat16),
     Shape("1024 rows x 1 token, d_model 32, 2 heads", 1024, 1, 1, 32, 2),
     Shape("128 rows x 17-33 tokens, d_model 32, 2 heads", 128, 17, 33, 32, 2),
     Shape("128 rows x 1-2 tokens, d_model 32, 2 heads", 128, 1, 2, 32, 2),
@@ -86,7 +91,7 @@ def make_batch(shape: Shape, rng: np.random.Generator) -> Batch:
         grids.append((size, width, None if bool(valid.all()) else valid[:, None, None, :]))
         slots += size * width
         start += size
-    qkv = torch.randn(slots, 3 * shape.d_model)
+    qkv = torch.randn(slots, 3 * shape.d_model).to(shape.dtype)
     return Batch(qkv, row_slot, lengths, grids)
 
 
@@ -124,7 +129,7 @@ def measure(shape: Shape, threads: int, repeats: int) -> dict[str, float]:
     torch.set_num_threads(threads)
     batch = make_batch(shape, np.random.default_rng(0))
     x = batch.qkv.clone().requires_grad_()
-    grad = torch.randn(batch.qkv.shape[0], shape.d_model)
+    grad = torch.randn(batch.qkv.shape[0], shape.d_model).to(shape.dtype)
     valid = torch.zeros(batch.qkv.shape[0], dtype=torch.bool)
     for s, n in zip(batch.row_slot, batch.row_len, strict=True):
         valid[s : s + n] = True
@@ -133,7 +138,7 @@ def measure(shape: Shape, threads: int, repeats: int) -> dict[str, float]:
     with torch.no_grad():
         ours, theirs = kernel(batch.qkv, batch, shape.n_head), sdpa(batch.qkv, batch, shape.n_head)
     error = (ours - theirs)[valid].abs().max()
-    assert error < 1e-4, error
+    assert error < (1e-4 if shape.dtype == torch.float32 else 3e-2), error
 
     cases: dict[str, Callable[[], object]] = {}
     for name, fn in (("kernel", kernel), ("sdpa", sdpa)):

@@ -137,11 +137,22 @@ def test_many_rows_split_between_threads(threads: int) -> None:
     check(row_slot, row_len, slots, 2, 16, visible=random_visible(rng, slots))
 
 
-def test_threads_give_identical_results() -> None:
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
+@pytest.mark.parametrize("with_visible", [False, True], ids=["all", "visible"])
+def test_training_rows(dtype: torch.dtype, with_visible: bool, threads: int) -> None:
+    # The policy's training shape: rows of 33-34 tokens (three vectors of keys), 2 heads of 16.
+    rng = np.random.default_rng(10)
+    row_slot, row_len, slots = layout(rng, rng.integers(33, 35, 40), shuffle=True)
+    visible = random_visible(rng, slots) if with_visible else None
+    check(row_slot, row_len, slots, 2, 16, dtype, visible)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
+def test_threads_give_identical_results(dtype: torch.dtype) -> None:
     rng = np.random.default_rng(3)
     row_slot, row_len, slots = layout(rng, rng.integers(0, 45, 300))
-    qkv = torch.randn(slots, 96, requires_grad=True)
-    grad = torch.randn(slots, 32)
+    qkv = torch.randn(slots, 96).to(dtype).requires_grad_()
+    grad = torch.randn(slots, 32).to(dtype)
     results = []
     before = torch.get_num_threads()
     try:
@@ -307,7 +318,7 @@ def test_rows_changed_before_backward() -> None:
     row_slot, row_len = np.array([0, 5]), np.array([5, 5])
     qkv = torch.randn(10, 48, requires_grad=True)
     out = ragged_attention(qkv, row_slot, row_len, 2)
-    row_len[1] = 4  # the saved probabilities no longer match the rows
+    row_len[1] = 4  # what the forward saved no longer matches the rows
     with pytest.raises(ValueError, match="changed"):
         out.sum().backward()
 

@@ -61,11 +61,14 @@ class _Kernel:
         self.forward.argtypes = [ptr, ptr, ptr, i64, ptr, ptr, ptr, i64, i64, i64, i64, i64, i64]
         self.forward.restype = i64
         self.backward = lib.ra_backward
-        self.backward.argtypes = [ptr, ptr, ptr, i64, ptr, ptr, ptr, i64, i64, i64, i64, i64, i64]
+        self.backward.argtypes = [
+            *(ptr, ptr, ptr, i64, ptr, ptr, ptr, ptr),
+            *(i64, i64, i64, i64, i64, i64),
+        ]
         self.backward.restype = i64
-        self.probs_size = lib.ra_probs_size
-        self.probs_size.argtypes = [ptr, i64, i64]
-        self.probs_size.restype = i64
+        self.saved_size = lib.ra_saved_size
+        self.saved_size.argtypes = [ptr, i64, i64, i64]
+        self.saved_size.restype = i64
         info = (ctypes.c_int64 * 4)()
         lib.ra_info(info)
         self.vector_width, self.max_head_dim, self.openmp = info[0], info[1], bool(info[2])
@@ -125,9 +128,11 @@ def ragged_attention(
 
     ``qkv``: ``(slots, 3 * d_model)`` float32 or bfloat16 on the CPU (other dtypes and devices
     use :func:`reference_attention`); ``row_slot``, ``row_len``: int64 tensors or numpy arrays
-    of length R (not to be modified before the backward); ``visible``: optional bool
-    ``(slots,)``. Returns ``(slots, d_model)`` in ``qkv``'s dtype, differentiable with respect
-    to ``qkv``; the attention probabilities are saved only when a gradient will be needed. Runs on
+    of length R; ``visible``: optional bool ``(slots,)`` (the three not to be modified before
+    the backward, which may recompute the attention weights from them). Returns
+    ``(slots, d_model)`` in ``qkv``'s dtype, differentiable with respect to ``qkv``; what the
+    backward needs (the attention weights, or for bfloat16 on CPUs with AVX512-BF16 only their
+    softmax statistics) is saved only when a gradient will be needed. Runs on
     ``torch.get_num_threads()`` threads (fewer for small calls). Raises ValueError for
     malformed inputs (rows outside the tensor or overlapping, bad shapes).
     """
@@ -175,7 +180,7 @@ def _check(err: int) -> None:
 
 
 def _forward(
-    kernel: _Kernel, qkv: torch.Tensor, probs: torch.Tensor | None, args: _Args
+    kernel: _Kernel, qkv: torch.Tensor, saved: torch.Tensor | None, args: _Args
 ) -> torch.Tensor:
     rs, rl, vis, rows, n_head, d_head, dtype = args
     out = torch.empty((qkv.shape[0], n_head * d_head), dtype=qkv.dtype)
@@ -183,8 +188,8 @@ def _forward(
         kernel.forward(
             qkv.data_ptr(),
             out.data_ptr(),
-            None if probs is None else probs.data_ptr(),
-            0 if probs is None else probs.numel(),
+            None if saved is None else saved.data_ptr(),
+            0 if saved is None else saved.numel(),
             rs,
             rl,
             vis,
@@ -204,30 +209,31 @@ class _RaggedAttention(torch.autograd.Function):
     def forward(
         ctx: Any, qkv: torch.Tensor, kernel: _Kernel, args: _Args, keep: tuple
     ) -> torch.Tensor:
-        size = kernel.probs_size(args.row_len, args.rows, args.n_head)
+        size = kernel.saved_size(args.row_len, args.rows, args.n_head, args.dtype)
         _check(-1 if size < 0 else 0)
-        probs = torch.empty(size, dtype=torch.float32)
-        out = _forward(kernel, qkv, probs, args)
-        ctx.save_for_backward(qkv, probs)
+        saved = torch.empty(size, dtype=torch.float32)
+        out = _forward(kernel, qkv, saved, args)
+        ctx.save_for_backward(qkv, saved)
         ctx.kernel, ctx.args, ctx.keep = kernel, args, keep
         return out
 
     @staticmethod
     @once_differentiable
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None, None]:
-        qkv, probs = ctx.saved_tensors
-        rs, rl, _, rows, n_head, d_head, dtype = ctx.args
+        qkv, saved = ctx.saved_tensors
+        rs, rl, vis, rows, n_head, d_head, dtype = ctx.args
         grad = grad.to(qkv.dtype).contiguous()
         dqkv = torch.empty_like(qkv)
         _check(
             ctx.kernel.backward(
                 qkv.data_ptr(),
                 grad.data_ptr(),
-                probs.data_ptr(),
-                probs.numel(),
+                saved.data_ptr(),
+                saved.numel(),
                 dqkv.data_ptr(),
                 rs,
                 rl,
+                vis,
                 rows,
                 qkv.shape[0],
                 n_head,

@@ -9,15 +9,24 @@
 //
 // The work, per row of n tokens and per head (features padded to DP, a power of two):
 //   forward   S = Q K^T in tiles of TI queries x all keys, vectorised over keys (K is
-//             transposed once per row, W x W blocks in registers); softmax over the keys;
-//             O = P V vectorised over features (V read in place), 8 queries at a time.
+//             transposed once per row, W x W blocks in registers); softmax over the keys, in
+//             registers for rows of up to NB_MAX vectors of keys; O = P V vectorised over
+//             features (V read in place), 8 queries at a time.
 //   backward  dP = dO V^T (V transposed like K), dS = P * (dP - rowsum(P * dP)) * scale,
 //             dQ = dS K (tiles of queries), dK = dS^T Q and dV = P^T dO (tiles of keys, no
-//             transposes). The forward saves P, rows and columns padded as the tiles are.
-// Rows of up to SHORT tokens skip the tiles (dot products over features, scalar softmax);
-// a one-token row's output is its value. Rows are split between threads by estimated work.
-// Accumulation is always in float32; bfloat16 rows are widened into per-thread scratch first
-// (as are heads whose width needs padding) and results are rounded to nearest even.
+//             transposes).
+// With AVX512-BF16, the dot products of S and dP take bfloat16 rows as pairs (vdpbf16ps: two
+// exact products per lane and instruction); the forward then saves only each query's largest
+// score and 1 / sum of exponentials, and the backward recomputes P from them tile by tile
+// (K transposed too), which costs less than writing the whole P (padded to the tiles, twice
+// the size of qkv at 34 tokens) and reading it back. With float dot products recomputing costs
+// more, and the forward saves P. Rows of up to SHORT tokens skip the tiles (dot products over
+// features, scalar softmax); a one-token row's output is its value. Rows are split between
+// threads by estimated work. Accumulation is always in float32; bfloat16 rows are widened into
+// per-thread scratch first (as are heads whose width needs padding) and results are rounded to
+// nearest even.
+
+#include <type_traits>
 
 #include "simd.h"
 
@@ -25,6 +34,22 @@
 #define TI 4  // queries per tile
 #define TJ 4  // keys per tile (dK, dV)
 #define SHORT 4  // rows up to this long skip the tiles: dot products over features instead
+// Rows of up to NB_MAX vectors of keys keep a tile's scores in registers (TI * NB_MAX
+// accumulators and NB_MAX vectors of keys: 20 of AVX-512's 32 registers, 10 of AVX's 16).
+// With AVX-512, GCC needs two nudges not to spill such tiles: the loops over the tiles of a
+// head are compiled on their own, each with its own register allocation (NOINL), and the
+// vectors of keys loaded for the dot products stay in registers (IN_REGISTER) instead of
+// being folded into each FMA as a memory operand, which loads them TI times. With AVX's 16
+// registers both cost a few percent.
+#if W == 16
+#define NB_MAX 4
+#define NOINL static __attribute__((noinline))
+#define IN_REGISTER(x) asm("" : "+v"(x))
+#else
+#define NB_MAX 2
+#define NOINL INL
+#define IN_REGISTER(x) (void)(x)
+#endif
 
 // Lane permutations for the transpose: interleaves of floats and of float pairs within
 // 128-bit lanes (unpcklps/unpcklpd) and moves of whole 128-bit lanes, which all compile to
@@ -171,10 +196,15 @@ INL void transpose(vf r[W]) {
 #endif
 }
 
-// Floats of saved probabilities per row: (H, n, n) for short rows, (H, round_up(n, TI),
-// round_up(n, W)) otherwise (padded rows and columns, as the tiles compute them).
-static inline int64_t probs_of(int64_t n, int64_t H) {
-    return n <= 1 ? 0 : n <= SHORT ? H * n * n : H * round_up(n, TI) * round_up(n, W);
+// Floats the forward saves per row for the backward: the weights P, (H, n, n) for short rows
+// and (H, round_up(n, TI), round_up(n, W)) for tiled ones (padded like the tiles); or, when the
+// backward recomputes them (recompute: RECOMPUTE<E>), only the softmax statistics of each
+// query (the tiles' padding queries included), its largest score and the reciprocal of its
+// sum of exponentials, (H, 2, round_up(n, TI)).
+static inline int64_t saved_of(int64_t n, int64_t H, bool recompute) {
+    if (n <= 1) return 0;
+    if (recompute) return 2 * H * round_up(n, TI);
+    return n <= SHORT ? H * n * n : H * round_up(n, TI) * round_up(n, W);
 }
 
 // Asks for the next row's data while this row is computed: rows are visited in order but read
@@ -219,15 +249,16 @@ static void narrow(const float* src, void* dst, int64_t dtype, int64_t off, int6
 struct Ctx {
     const void* qkv;
     void* out;         // forward output (slots, H*D)
-    float* probs;      // saved probabilities (NULL: not saved / not needed)
+    float* saved;      // what the forward saves for the backward (see saved_of; NULL: nothing)
     const void* dout;  // backward: gradient of the output
     void* dqkv;        // backward: gradient of qkv
     const int64_t* row_slot;
     const int64_t* row_len;
     const uint8_t* visible;
     const uint8_t* covered;  // NULL when rows are sorted by slot
-    int64_t R, slots, H, D, DP, HD, HPp, dtype, esize, maxn, probs_len;
+    int64_t R, slots, H, D, DP, HD, HPp, dtype, esize, maxn, saved_len;
     float scale;
+    bool pairs;   // the dot products take bfloat16 pairs (and the backward recomputes P)
     bool direct;  // float32 and no padding of heads: read and write the caller's rows in place
 };
 
@@ -258,24 +289,24 @@ struct Carver {
     }
 };
 
-// Copies `parts` column blocks of H heads of D elements (source row stride ld elements,
-// block stride H*D) of n rows into float rows of stride parts*HPp: block p at p*HPp, head h
+// Copies `parts` column blocks of H heads of D elements (source row stride ld = parts*H*D
+// elements) of n rows into float rows of stride parts*HPp: block p at p*HPp, head h
 // at h*DP, zeros in the padding columns.
 static void copy_in(const Ctx& c, const void* src, int64_t base, int64_t ld, int parts,
                     int64_t n, float* dst) {
     const int64_t ldx = parts * c.HPp;
     const bool pad = c.D != c.DP || c.H * c.DP != c.HPp;
+    if (!pad) {  // the same layout: one block
+        widen(src, c.dtype, base * ld, dst, n * ld);
+        return;
+    }
     for (int64_t j = 0; j < n; j++) {
         float* row = dst + j * ldx;
         if (pad) memset(row, 0, sizeof(float) * ldx);
         for (int p = 0; p < parts; p++) {
             const int64_t off = (base + j) * ld + p * c.HD;
-            if (c.D == c.DP) {
-                widen(src, c.dtype, off, row + p * c.HPp, c.HD);
-            } else {
-                for (int64_t h = 0; h < c.H; h++)
-                    widen(src, c.dtype, off + h * c.D, row + p * c.HPp + h * c.DP, c.D);
-            }
+            for (int64_t h = 0; h < c.H; h++)
+                widen(src, c.dtype, off + h * c.D, row + p * c.HPp + h * c.DP, c.D);
         }
     }
 }
@@ -284,16 +315,16 @@ static void copy_in(const Ctx& c, const void* src, int64_t base, int64_t ld, int
 static void copy_out(const Ctx& c, const float* src, int parts, int64_t n, void* dst,
                      int64_t base, int64_t ld) {
     const int64_t ldx = parts * c.HPp;
+    if (c.D == c.DP && c.H * c.DP == c.HPp) {  // the same layout: one block
+        narrow(src, dst, c.dtype, base * ld, n * ld);
+        return;
+    }
     for (int64_t j = 0; j < n; j++) {
         const float* row = src + j * ldx;
         for (int p = 0; p < parts; p++) {
             const int64_t off = (base + j) * ld + p * c.HD;
-            if (c.D == c.DP) {
-                narrow(row + p * c.HPp, dst, c.dtype, off, c.HD);
-            } else {
-                for (int64_t h = 0; h < c.H; h++)
-                    narrow(row + p * c.HPp + h * c.DP, dst, c.dtype, off + h * c.D, c.D);
-            }
+            for (int64_t h = 0; h < c.H; h++)
+                narrow(row + p * c.HPp + h * c.DP, dst, c.dtype, off + h * c.D, c.D);
         }
     }
 }
@@ -317,135 +348,225 @@ static void transpose_rows(const float* X, int64_t ldx, int64_t col0, int64_t nc
     }
 }
 
-// S[t][:] = (A_t . B^T) * scale + bias_t for a tile of TI rows A_t (DP features each) against
-// all np columns of B^T (BT: DP rows of np). bias NULL: no scale or bias.
-template <int DP>
-INL void score_tile(const float* const a[TI], const float* BT, int64_t np, float scale,
-                    const float* const bias[TI], float* S) {
-    const int64_t nb = np / W;
-    int64_t jb = 0;
-    for (; jb + 2 <= nb; jb += 2) {
-        vf acc[TI][2];
-        for (int t = 0; t < TI; t++) acc[t][0] = acc[t][1] = vf{};
-#pragma GCC unroll 16
-        for (int d = 0; d < DP; d++) {
-            const vf k0 = load<W>(BT + d * np + jb * W);
-            const vf k1 = load<W>(BT + d * np + jb * W + W);
-            for (int t = 0; t < TI; t++) {
-                const float x = a[t][d];
-                acc[t][0] += k0 * x;
-                acc[t][1] += k1 * x;
-            }
+// Elements E of the dot products of scores and of their gradients: floats, or (with
+// AVX512-BF16, for bfloat16 inputs) pairs of bfloat16 features in a uint32_t, which
+// vdpbf16ps multiplies and adds two at a time: half the instructions, and the same float32
+// result up to the order of the sums (bfloat16 products are exact in float32).
+template <class E>
+constexpr int PACK = std::is_same<E, float>::value ? 1 : 2;  // features per element
+
+// Whether the backward recomputes the weights P from the saved softmax statistics rather than
+// reading them saved whole: with pairs, whose dot products cost half as much; with floats,
+// recomputing costs more than writing and reading P.
+template <class E>
+constexpr bool RECOMPUTE = PACK<E> == 2;
+
+INL vf madd(vf acc, vf k, float x) { return acc + k * x; }
+#if W == 16 && defined(__AVX512BF16__)
+#define BF16_DOTS
+INL vf madd(vf acc, vf k, uint32_t x) {
+    return (vf)_mm512_dpbf16_ps((__m512)acc, (__m512bh)k, (__m512bh)_mm512_set1_epi32(x));
+}
+
+// Rows 2e and 2e + 1 of T (DP rows of np floats holding bfloat16 values, as transpose_rows
+// leaves the keys or values of a head) become row e of pairs, in place (row e is read before
+// it is written).
+static void pack_pairs(float* T, int64_t DP, int64_t np) {
+    for (int64_t e = 0; e < DP / 2; e++)
+        for (int64_t j = 0; j < np; j += W) {
+            const vu lo = (vu)load<W>(T + 2 * e * np + j), hi = (vu)load<W>(T + (2 * e + 1) * np + j);
+            store<W>(T + e * np + j, (vf)((hi & 0xffff0000u) | (lo >> 16)));
         }
-        for (int t = 0; t < TI; t++)
-            for (int b = 0; b < 2; b++) {
-                float* s = S + t * np + (jb + b) * W;
-                if (bias)
-                    store<W>(s, acc[t][b] * scale + load<W>(bias[t] + (jb + b) * W));
-                else
-                    store<W>(s, acc[t][b]);
-            }
+}
+
+// The first HPp columns of n rows as bfloat16 pairs, *ld their stride in pairs: the caller's
+// rows (src, stride *ld bfloat16) when heads are not padded, else the padded rows of floats
+// (X, stride ldx) narrowed again (exactly) into dst.
+static const uint32_t* pairs_of(const Ctx& c, const void* src, int64_t* ld, const float* X,
+                                int64_t ldx, int64_t n, float* dst) {
+    if (c.D == c.DP && c.H * c.DP == c.HPp) {
+        *ld /= 2;
+        return (const uint32_t*)src;
     }
-    if (jb < nb) {
-        vf acc[TI];
-        for (int t = 0; t < TI; t++) acc[t] = vf{};
-        for (int d = 0; d < DP; d++) {
-            const vf k0 = load<W>(BT + d * np + jb * W);
-            for (int t = 0; t < TI; t++) acc[t] += k0 * a[t][d];
+    for (int64_t j = 0; j < n; j++) narrow(X + j * ldx, dst, 1, j * c.HPp, c.HPp);
+    *ld = c.HPp / 2;
+    return (const uint32_t*)dst;
+}
+#endif
+
+// Whether rows of this dtype take pairs (and so whether the backward recomputes the weights).
+static bool takes_pairs(int64_t dtype) {
+#ifdef BF16_DOTS
+    return dtype == 1;
+#else
+    (void)dtype;  // bfloat16 rows take float dot products too
+    return false;
+#endif
+}
+
+// acc[t][b] = a_t . B^T[:, j0 + b W .. j0 + (b + 1) W) for a tile of TI rows a_t of DP
+// features and NB vectors of columns of B^T (BT: DP / PACK rows of np elements).
+template <int DP, int NB, class E>
+INL void dots_tile(const E* const a[TI], const E* BT, int64_t np, int64_t j0, vf acc[TI][NB]) {
+    for (int t = 0; t < TI; t++)
+        for (int b = 0; b < NB; b++) acc[t][b] = vf{};
+#pragma GCC unroll 16
+    for (int d = 0; d < DP / PACK<E>; d++) {
+        vf k[NB];
+        for (int b = 0; b < NB; b++) {
+            k[b] = load<W>((const float*)(BT + d * np + j0 + b * W));
+            IN_REGISTER(k[b]);
         }
         for (int t = 0; t < TI; t++) {
-            float* s = S + t * np + jb * W;
-            if (bias)
-                store<W>(s, acc[t] * scale + load<W>(bias[t] + jb * W));
-            else
-                store<W>(s, acc[t]);
+            const E x = a[t][d];
+            for (int b = 0; b < NB; b++) acc[t][b] = madd(acc[t][b], k[b], x);
         }
     }
 }
 
-// Softmax of each of the TI rows of S (np columns; -inf entries get weight 0). The rows are
-// processed side by side so that their reductions and exponentials overlap.
-INL void softmax_tile(float* S, int64_t np) {
+// s[t][b] = (q_t . K^T) * scale + bias_t over the NB vectors of keys from j0 (bias NULL: the
+// plain dot products).
+template <int DP, int NB, class E>
+INL void scores_tile(const E* const q[TI], const E* KT, int64_t np, int64_t j0, float scale,
+                     const float* const bias[TI], vf s[TI][NB]) {
+    dots_tile<DP, NB>(q, KT, np, j0, s);
+    if (bias)
+        for (int t = 0; t < TI; t++)
+            for (int b = 0; b < NB; b++) s[t][b] = s[t][b] * scale + load<W>(bias[t] + j0 + b * W);
+}
+
+// Calls f(std::integral_constant<int, NB>()) for NB = nb, From <= nb <= NB_MAX.
+template <int From, class F>
+INL void with_nb(int64_t nb, F f) {
+    if constexpr (From <= NB_MAX) {
+        if (nb == From)
+            f(std::integral_constant<int, From>());
+        else
+            with_nb<From + 1>(nb, f);
+    }
+}
+
+// The vectors of keys of a row whose tiles keep their scores in registers, or 0 for a longer
+// row (tiles of scores in memory, NB_MAX vectors of keys at a time).
+static inline int64_t nb_of(int64_t np) { return np <= NB_MAX * W ? np / W : 0; }
+
+// Calls f(j0, std::integral_constant<int, NB>()) for the pieces of np keys, NB_MAX vectors at a
+// time.
+template <class F>
+INL void for_key_blocks(int64_t np, F f) {
+    for (int64_t j0 = 0; j0 < np; j0 += NB_MAX * W) {
+        const int64_t nb = (np - j0) / W < NB_MAX ? (np - j0) / W : NB_MAX;
+        with_nb<1>(nb, [&](auto NBc) { f(j0, NBc); });
+    }
+}
+
+// S[t][:] = (q_t . K^T) * scale + bias_t for all np keys, NB_MAX vectors at a time.
+template <int DP, class E>
+INL void score_tile(const E* const q[TI], const E* KT, int64_t np, float scale,
+                    const float* const bias[TI], float* S) {
+    for_key_blocks(np, [&](int64_t j0, auto NBc) {
+        constexpr int NB = decltype(NBc)::value;
+        vf s[TI][NB];
+        scores_tile<DP, NB>(q, KT, np, j0, scale, bias, s);
+        for (int t = 0; t < TI; t++)
+            for (int b = 0; b < NB; b++) store<W>(S + t * np + j0 + b * W, s[t][b]);
+    });
+}
+
+// exp(s - mx) for scores s of a query whose largest is mx: the same arithmetic in the forward
+// and in the backward's recomputation, so that both see the same weights.
+INL vf exp_shifted(vf s, float mx) { return vexp2(s * LOG2E + (-mx * LOG2E)); }
+
+// The largest of a query's scores (0 when all are -inf: no visible key, all-zero weights).
+INL float finite_max(vf m) {
+    const float mx = hmax(m);
+    return mx == -INFINITY ? 0.f : mx;
+}
+
+// Softmax of each of the TI rows of S (np columns; -inf entries get weight 0), in place, and
+// their statistics (largest score, 1 / sum of exponentials). The rows are processed side by
+// side so that their reductions and exponentials overlap.
+INL void softmax_tile(float* S, int64_t np, float* mx_out, float* inv_out) {
     vf m[TI], z[TI];
     float mx[TI];
     for (int t = 0; t < TI; t++) m[t] = load<W>(S + t * np);
     for (int64_t j = W; j < np; j += W)
         for (int t = 0; t < TI; t++) m[t] = vmax(m[t], load<W>(S + t * np + j));
     for (int t = 0; t < TI; t++) {
-        mx[t] = hmax(m[t]);
-        if (mx[t] == -INFINITY) mx[t] = 0.f;  // no visible key: all-zero weights
+        mx[t] = finite_max(m[t]);
         z[t] = vf{};
     }
     for (int64_t j = 0; j < np; j += W)
         for (int t = 0; t < TI; t++) {
-            const vf e = vexp2(load<W>(S + t * np + j) * LOG2E + (-mx[t] * LOG2E));
+            const vf e = exp_shifted(load<W>(S + t * np + j), mx[t]);
             store<W>(S + t * np + j, e);
             z[t] += e;
         }
     for (int t = 0; t < TI; t++) {
         const float sum = hsum(z[t]);
-        m[t] = splat(sum > 0.f ? 1.f / sum : 0.f);
+        const float inv = sum > 0.f ? 1.f / sum : 0.f;
+        m[t] = splat(inv);
+        mx_out[t] = mx[t];
+        inv_out[t] = inv;
     }
     for (int64_t j = 0; j < np; j += W)
         for (int t = 0; t < TI; t++) store<W>(S + t * np + j, load<W>(S + t * np + j) * m[t]);
 }
 
-// Rows of at most 2W keys: scores, softmax and the backward's dS of a tile stay in registers.
-
-// S[t][:] = softmax((q_t . K^T) * scale + bias_t) for np = NB * W keys.
-template <int DP, int NB>
-INL void attend_tile(const float* const q[TI], const float* KT, int64_t np, float scale,
-                     const float* const bias[TI], float* S) {
+// softmax_tile for np = NB * W keys, the scores computed and kept in registers. (The loops
+// over the tile's scores are unrolled by force: GCC's limits leave the exponentials' loop
+// rolled, and the scores in memory.)
+template <int DP, int NB, class E>
+INL void attend_tile(const E* const q[TI], const E* KT, float scale, const float* const bias[TI],
+                     float* S, float* mx_out, float* inv_out) {
+    constexpr int64_t np = NB * W;
     vf a[TI][NB];
-    for (int t = 0; t < TI; t++)
-        for (int b = 0; b < NB; b++) a[t][b] = vf{};
-#pragma GCC unroll 16
-    for (int d = 0; d < DP; d++) {
-        vf k[NB];
-        for (int b = 0; b < NB; b++) k[b] = load<W>(KT + d * np + b * W);
-        for (int t = 0; t < TI; t++) {
-            const float x = q[t][d];
-            for (int b = 0; b < NB; b++) a[t][b] += k[b] * x;
-        }
-    }
+    scores_tile<DP, NB>(q, KT, np, 0, scale, bias, a);
     vf m[TI], z[TI];
     for (int t = 0; t < TI; t++) {
-        for (int b = 0; b < NB; b++) a[t][b] = a[t][b] * scale + load<W>(bias[t] + b * W);
         m[t] = a[t][0];
         for (int b = 1; b < NB; b++) m[t] = vmax(m[t], a[t][b]);
     }
+#pragma GCC unroll 16
     for (int t = 0; t < TI; t++) {
-        float mx = hmax(m[t]);
-        if (mx == -INFINITY) mx = 0.f;  // no visible key: all-zero weights
+        const float mx = finite_max(m[t]);
+        mx_out[t] = mx;
         z[t] = vf{};
+#pragma GCC unroll 16
         for (int b = 0; b < NB; b++) {
-            a[t][b] = vexp2(a[t][b] * LOG2E + (-mx * LOG2E));
+            a[t][b] = exp_shifted(a[t][b], mx);
             z[t] += a[t][b];
         }
     }
     for (int t = 0; t < TI; t++) {
         const float sum = hsum(z[t]);
         const float inv = sum > 0.f ? 1.f / sum : 0.f;
+        inv_out[t] = inv;
         for (int b = 0; b < NB; b++) store<W>(S + t * np + b * W, a[t][b] * inv);
     }
 }
 
-// dS[t][:] = P_t * (dP_t - sum(P_t * dP_t)) * scale with dP_t = g_t . V^T, for np = NB * W.
-template <int DP, int NB>
-INL void grad_scores_tile(const float* const g[TI], const float* VT, int64_t np,
-                          const float* P, float scale, float* dS) {
-    vf a[TI][NB];
-    for (int t = 0; t < TI; t++)
-        for (int b = 0; b < NB; b++) a[t][b] = vf{};
+// The weights P[t][j0 + b W ..] of a tile of queries for NB vectors of keys, recomputed from
+// their scores and the saved statistics (loops unrolled by force, as attend_tile's).
+template <int DP, int NB, class E>
+INL void probs_tile(const E* const q[TI], const E* KT, int64_t np, int64_t j0, float scale,
+                    const float* const bias[TI], const float* mx, const float* inv, float* P) {
+    vf s[TI][NB];
+    scores_tile<DP, NB>(q, KT, np, j0, scale, bias, s);
 #pragma GCC unroll 16
-    for (int d = 0; d < DP; d++) {
-        vf v[NB];
-        for (int b = 0; b < NB; b++) v[b] = load<W>(VT + d * np + b * W);
-        for (int t = 0; t < TI; t++) {
-            const float x = g[t][d];
-            for (int b = 0; b < NB; b++) a[t][b] += v[b] * x;
-        }
-    }
+    for (int t = 0; t < TI; t++)
+#pragma GCC unroll 16
+        for (int b = 0; b < NB; b++)
+            store<W>(P + t * np + j0 + b * W, exp_shifted(s[t][b], mx[t]) * inv[t]);
+}
+
+// dS[t][:] = P_t * (dP_t - sum(P_t * dP_t)) * scale with dP_t = g_t . V^T, for np = NB * W.
+template <int DP, int NB, class E>
+INL void grad_scores_tile(const E* const g[TI], const E* VT, const float* P, float scale,
+                          float* dS) {
+    constexpr int64_t np = NB * W;
+    vf a[TI][NB];
+    dots_tile<DP, NB>(g, VT, np, 0, a);
     for (int t = 0; t < TI; t++) {
         vf p[NB], acc = vf{};
         for (int b = 0; b < NB; b++) {
@@ -518,15 +639,35 @@ INL void mix_rows(const float* w, int64_t ldw, const float* R, int64_t ldr, int6
 
 // ---------------------------------------------------------------------------------------
 // Short rows (2..SHORT tokens): a tile would be mostly padding, so each score is a dot product
-// over the features and the softmax is scalar. P: (H, n, n) or NULL.
+// over the features and the softmax is scalar.
 
+// The scores s[j] of query i against the n keys of a short row, and their largest.
+template <int DP>
+INL float short_scores(const typename V<(DP < W ? DP : W)>::T* q,
+                       const typename V<(DP < W ? DP : W)>::T k[SHORT][DP / (DP < W ? DP : W)],
+                       int64_t i, int64_t n, const uint8_t* vis, float scale, float s[SHORT]) {
+    constexpr int DW = DP < W ? DP : W;
+    constexpr int NV = DP / DW;
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < n; j++) {
+        typename V<DW>::T acc = q[0] * k[j][0];
+        for (int c = 1; c < NV; c++) acc += q[c] * k[j][c];
+        s[j] = vis && vis[i] && !vis[j] ? -INFINITY : hsum_v(acc) * scale;
+        mx = s[j] > mx ? s[j] : mx;
+    }
+    return mx;  // finite: a query always sees itself
+}
+
+// Saves (unless NULL) the weights P, (H, n, n), or the statistics, (H, 2, round_up(n, TI)): see
+// saved_of.
 template <int DP>
 static void forward_short(const float* X, int64_t ldx, int64_t ko, int64_t vo, int64_t H,
                           int64_t n, const uint8_t* vis, float* O, int64_t ldo, float* P,
-                          float scale) {
+                          float* stats, float scale) {
     constexpr int DW = DP < W ? DP : W;
     constexpr int NV = DP / DW;
     typedef typename V<DW>::T vd;
+    const int64_t nq = round_up(n, TI);
     for (int64_t h = 0; h < H; h++) {
         vd k[SHORT][NV], v[SHORT][NV];
         for (int64_t j = 0; j < n; j++)
@@ -537,18 +678,17 @@ static void forward_short(const float* X, int64_t ldx, int64_t ko, int64_t vo, i
         for (int64_t i = 0; i < n; i++) {
             vd q[NV];
             for (int c = 0; c < NV; c++) q[c] = load<DW>(X + i * ldx + h * DP + c * DW);
-            float s[SHORT], mx = -INFINITY, sum = 0.f;
+            float s[SHORT], sum = 0.f;
+            const float mx = short_scores<DP>(q, k, i, n, vis, scale, s);
             for (int64_t j = 0; j < n; j++) {
-                vd acc = q[0] * k[j][0];
-                for (int c = 1; c < NV; c++) acc += q[c] * k[j][c];
-                s[j] = vis && vis[i] && !vis[j] ? -INFINITY : hsum_v(acc) * scale;
-                mx = s[j] > mx ? s[j] : mx;
-            }
-            for (int64_t j = 0; j < n; j++) {
-                s[j] = sexp2((s[j] - mx) * LOG2E);  // mx is finite: a query always sees itself
+                s[j] = sexp2((s[j] - mx) * LOG2E);
                 sum += s[j];
             }
             const float inv = 1.f / sum;
+            if (stats) {
+                stats[2 * h * nq + i] = mx;
+                stats[2 * h * nq + nq + i] = inv;
+            }
             vd o[NV];
             for (int c = 0; c < NV; c++) o[c] = vd{};
             for (int64_t j = 0; j < n; j++) {
@@ -561,13 +701,16 @@ static void forward_short(const float* X, int64_t ldx, int64_t ko, int64_t vo, i
     }
 }
 
+// P: the saved weights, or NULL to recompute them from the saved statistics (see saved_of).
 template <int DP>
 static void backward_short(const float* X, int64_t ldx, int64_t ko, int64_t vo, int64_t H,
-                           int64_t n, const float* P, const float* G, int64_t ldg, float* dX,
-                           int64_t lddx, int64_t dko, int64_t dvo, float scale) {
+                           int64_t n, const uint8_t* vis, const float* P, const float* stats,
+                           const float* G, int64_t ldg, float* dX, int64_t lddx, int64_t dko,
+                           int64_t dvo, float scale) {
     constexpr int DW = DP < W ? DP : W;
     constexpr int NV = DP / DW;
     typedef typename V<DW>::T vd;
+    const int64_t nq = round_up(n, TI);
     for (int64_t h = 0; h < H; h++) {
         vd q[SHORT][NV], k[SHORT][NV], v[SHORT][NV], g[SHORT][NV];
         for (int64_t j = 0; j < n; j++)
@@ -577,20 +720,26 @@ static void backward_short(const float* X, int64_t ldx, int64_t ko, int64_t vo, 
                 v[j][c] = load<DW>(X + j * ldx + vo + h * DP + c * DW);
                 g[j][c] = load<DW>(G + j * ldg + h * DP + c * DW);
             }
-        const float* Ph = P + h * n * n;
-        float ds[SHORT][SHORT];
+        float p[SHORT][SHORT], ds[SHORT][SHORT];
         for (int64_t i = 0; i < n; i++) {
             float dp[SHORT], delta = 0.f;
+            if (P) {
+                for (int64_t j = 0; j < n; j++) p[i][j] = P[(h * n + i) * n + j];
+            } else {
+                short_scores<DP>(q[i], k, i, n, vis, scale, p[i]);  // the forward's weights again
+                const float mx = stats[2 * h * nq + i], inv = stats[2 * h * nq + nq + i];
+                for (int64_t j = 0; j < n; j++) p[i][j] = sexp2((p[i][j] - mx) * LOG2E) * inv;
+            }
             for (int64_t j = 0; j < n; j++) {
                 vd acc = g[i][0] * v[j][0];
                 for (int c = 1; c < NV; c++) acc += g[i][c] * v[j][c];
                 dp[j] = hsum_v(acc);
-                delta += Ph[i * n + j] * dp[j];
+                delta += p[i][j] * dp[j];
             }
             vd dq[NV];
             for (int c = 0; c < NV; c++) dq[c] = vd{};
             for (int64_t j = 0; j < n; j++) {
-                ds[i][j] = Ph[i * n + j] * (dp[j] - delta) * scale;
+                ds[i][j] = p[i][j] * (dp[j] - delta) * scale;
                 for (int c = 0; c < NV; c++) dq[c] += k[j][c] * ds[i][j];
             }
             for (int c = 0; c < NV; c++) store<DW>(dX + i * lddx + h * DP + c * DW, dq[c]);
@@ -598,13 +747,11 @@ static void backward_short(const float* X, int64_t ldx, int64_t ko, int64_t vo, 
         for (int64_t j = 0; j < n; j++) {
             vd dk[NV], dv[NV];
             for (int c = 0; c < NV; c++) dk[c] = dv[c] = vd{};
-            for (int64_t i = 0; i < n; i++) {
-                const float pij = Ph[i * n + j];
+            for (int64_t i = 0; i < n; i++)
                 for (int c = 0; c < NV; c++) {
                     dk[c] += q[i][c] * ds[i][j];
-                    dv[c] += g[i][c] * pij;
+                    dv[c] += g[i][c] * p[i][j];
                 }
-            }
             for (int c = 0; c < NV; c++) {
                 store<DW>(dX + j * lddx + dko + h * DP + c * DW, dk[c]);
                 store<DW>(dX + j * lddx + dvo + h * DP + c * DW, dv[c]);
@@ -614,47 +761,80 @@ static void backward_short(const float* X, int64_t ldx, int64_t ko, int64_t vo, 
 }
 
 // ---------------------------------------------------------------------------------------
-// Forward.
+// Rows of more than SHORT tokens: tiles.
 
-template <int DP>
-static void forward_head(const float* X, int64_t ldx, int64_t vo, int64_t h, int64_t n,
-                         int64_t np, const float* KT, const float* bpad, const float* bvis,
-                         const uint8_t* vis, float* P, float* stile, float* O, int64_t ldo,
+// Additive masks of the keys of a row: bpad hides the padding keys (for padding and hidden
+// queries), bvis the hidden keys too (for visible queries).
+static void key_masks(int64_t n, int64_t np, const uint8_t* vis, float* bpad, float* bvis) {
+    for (int64_t j = 0; j < np; j++) {
+        bpad[j] = j < n ? 0.f : -INFINITY;
+        bvis[j] = j < n && (!vis || vis[j]) ? 0.f : -INFINITY;
+    }
+}
+
+// The rows of the tile of TI queries from i (Xh: the first of the n real ones; past them, a
+// row of zeros) and the key masks of those queries.
+template <class E>
+INL void tile_rows(const E* Xh, int64_t ldx, int64_t i, int64_t n, const float* zero,
+                   const E* x[TI]) {
+    for (int t = 0; t < TI; t++) x[t] = i + t < n ? Xh + (i + t) * ldx : (const E*)zero;
+}
+INL void tile_masks(int64_t i, int64_t n, const uint8_t* vis, const float* bpad,
+                    const float* bvis, const float* bias[TI]) {
+    for (int t = 0; t < TI; t++) bias[t] = i + t < n && vis && vis[i + t] ? bvis : bpad;
+}
+
+// The weights P of all the queries of a head (Q: rows of stride ldq, KT: its keys transposed)
+// and their statistics ((2, nq), see saved_of), with NB = nb_of(np).
+template <int DP, int NB, class E>
+NOINL void weights_head(const E* Q, int64_t ldq, const E* KT, int64_t n, int64_t np,
+                        const float* bpad, const float* bvis, const uint8_t* vis, float* stats,
+                        float* P, const float* zero, float scale) {
+    const int64_t nq = round_up(n, TI);
+    for (int64_t i = 0; i < n; i += TI) {
+        const E* q[TI];
+        const float* bias[TI];
+        tile_rows(Q, ldq, i, n, zero, q);
+        tile_masks(i, n, vis, bpad, bvis, bias);
+        if constexpr (NB > 0) {
+            attend_tile<DP, NB>(q, KT, scale, bias, P + i * NB * W, stats + i, stats + nq + i);
+        } else {
+            score_tile<DP>(q, KT, np, scale, bias, P + i * np);
+            softmax_tile(P + i * np, np, stats + i, stats + nq + i);
+        }
+    }
+}
+
+// Q: the head's queries (rows of stride ldq), KT: its keys transposed, Vh: its values (rows of
+// stride ldv); stats: its (2, nq) statistics and P its weights, see saved_of.
+template <int DP, class E>
+static void forward_head(const E* Q, int64_t ldq, const E* KT, const float* Vh, int64_t ldv,
+                         int64_t n, int64_t np, const float* bpad, const float* bvis,
+                         const uint8_t* vis, float* stats, float* P, float* O, int64_t ldo,
                          const float* zero, float scale) {
     // All the weights of the head first, then the outputs: the mixing loads single weights
     // that were just stored as vectors, which stalls when it follows the store too closely.
-    float* Sh = P ? P : stile;
-    for (int64_t i = 0; i < n; i += TI) {
-        const float* q[TI];
-        const float* bias[TI];
-        for (int t = 0; t < TI; t++) {
-            const bool real = i + t < n;
-            q[t] = real ? X + (i + t) * ldx + h * DP : zero;
-            bias[t] = real && vis && vis[i + t] ? bvis : bpad;
-        }
-        float* S = Sh + i * np;
-        if (np == W) {
-            attend_tile<DP, 1>(q, KT, np, scale, bias, S);
-        } else if (np == 2 * W) {
-            attend_tile<DP, 2>(q, KT, np, scale, bias, S);
-        } else {
-            score_tile<DP>(q, KT, np, scale, bias, S);
-            softmax_tile(S, np);
-        }
-    }
-    mix_rows<DP>(Sh, np, X + vo + h * DP, ldx, n, O + h * DP, ldo);
+    with_nb<0>(nb_of(np), [&](auto NBc) {
+        weights_head<DP, decltype(NBc)::value>(Q, ldq, KT, n, np, bpad, bvis, vis, stats, P,
+                                               zero, scale);
+    });
+    mix_rows<DP>(P, np, Vh, ldv, n, O, ldo);
 }
 
-template <int DP>
-static bool forward_rows(const Ctx& c, int64_t r0, int64_t r1, int64_t poff) {
+template <int DP, class E>
+static bool forward_rows(const Ctx& c, int64_t r0, int64_t r1, int64_t soff) {
     const int64_t HD = c.HD, HPp = c.HPp, ld = 3 * HD;
     const int64_t npmax = round_up(c.maxn > 0 ? c.maxn : 1, W);
+    const int64_t nqmax = round_up(npmax, TI);
+    constexpr bool pairs = PACK<E> == 2, recompute = RECOMPUTE<E>;
     Carver cv;
     const size_t o_x = c.direct ? 0 : cv.add(npmax * 3 * HPp);
+    [[maybe_unused]] const size_t o_qb = pairs ? cv.add(npmax * HPp / 2) : 0;
     const size_t o_kt = cv.add(HPp * npmax);
     const size_t o_bias = cv.add(2 * npmax);
-    const size_t o_s = cv.add(round_up(npmax, TI) * npmax);
+    const size_t o_p = cv.add(nqmax * npmax);
     const size_t o_o = c.direct ? 0 : cv.add(npmax * HPp);
+    const size_t o_stats = cv.add(saved_of(npmax, c.H, true));
     const size_t o_zero = cv.add(3 * HPp + W);
     float* buf = tls_scratch.get(cv.total);
     if (!buf) return false;
@@ -672,6 +852,9 @@ static bool forward_rows(const Ctx& c, int64_t r0, int64_t r1, int64_t poff) {
             const int64_t n1 = c.row_len[r + 1], b1 = c.row_slot[r + 1];
             prefetch((const char*)c.qkv + b1 * ld * esize, n1 * ld * esize);
             prefetch_write((char*)c.out + b1 * HD * esize, n1 * HD * esize);
+            if (c.saved)
+                prefetch_write(c.saved + soff + saved_of(n, c.H, recompute),
+                               saved_of(n1, c.H, recompute) * sizeof(float));
         }
         if (n == 1) {  // one key: the output is the value
             memcpy((char*)c.out + base * HD * esize, (const char*)c.qkv + (base * ld + 2 * HD) * esize,
@@ -695,23 +878,33 @@ static bool forward_rows(const Ctx& c, int64_t r0, int64_t r1, int64_t poff) {
             ldo = HPp;
         }
         const uint8_t* vis = c.visible ? c.visible + base : nullptr;
+        float* saved = c.saved ? c.saved + soff : nullptr;
         if (n <= SHORT) {
-            forward_short<DP>(X, ldx, ko, vo, c.H, n, vis, O, ldo,
-                              c.probs ? c.probs + poff : nullptr, c.scale);
+            forward_short<DP>(X, ldx, ko, vo, c.H, n, vis, O, ldo, recompute ? nullptr : saved,
+                              recompute ? saved : nullptr, c.scale);
         } else {
-            for (int64_t j = 0; j < np; j++) {
-                bpad[j] = j < n ? 0.f : -INFINITY;
-                bvis[j] = j < n && (!vis || vis[j]) ? 0.f : -INFINITY;
-            }
+            float* stats = recompute && saved ? saved : buf + o_stats;
+            key_masks(n, np, vis, bpad, bvis);
             transpose_rows(X, ldx, ko, HPp, n, np, kt);
-            for (int64_t h = 0; h < c.H; h++) {
-                float* P = c.probs ? c.probs + poff + h * nq * np : nullptr;
-                forward_head<DP>(X, ldx, vo, h, n, np, kt + h * DP * np, bpad, bvis, vis, P,
-                                 buf + o_s, O, ldo, zero, c.scale);
+            const E* Q = (const E*)X;
+            int64_t ldq = ldx;
+#ifdef BF16_DOTS
+            if (pairs) {
+                for (int64_t h = 0; h < c.H; h++) pack_pairs(kt + h * DP * np, DP, np);
+                ldq = ld;
+                Q = (const E*)pairs_of(c, (const uint16_t*)c.qkv + base * ld, &ldq, X, ldx, n,
+                                       buf + o_qb);
             }
+#endif
+            for (int64_t h = 0; h < c.H; h++)
+                forward_head<DP, E>(Q + h * DP / PACK<E>, ldq, (const E*)(kt + h * DP * np),
+                                    X + vo + h * DP, ldx, n, np, bpad, bvis, vis,
+                                    stats + 2 * h * nq,
+                                    !recompute && saved ? saved + h * nq * np : buf + o_p,
+                                    O + h * DP, ldo, zero, c.scale);
         }
         if (!c.direct) copy_out(c, O, 1, n, c.out, base, HD);
-        poff += probs_of(n, c.H);
+        if (c.saved) soff += saved_of(n, c.H, recompute);
     }
     return true;
 }
@@ -754,21 +947,31 @@ INL void key_grads_tile(const float* X, int64_t ldx, const float* G, int64_t ldg
         }
 }
 
-template <int DP>
-static void backward_head(const float* X, int64_t ldx, int64_t ko, int64_t h, int64_t n,
-                          int64_t np, const float* VT, const float* P, const float* G,
-                          int64_t ldg, float* dX, int64_t lddx, int64_t dko, int64_t dvo,
-                          float* DS, const float* zero, float scale) {
-    constexpr int NV = DP / (DP < W ? DP : W);
+// The gradient dS of the scores of all the queries of a head (Ge: the gradients of its outputs,
+// rows of stride ldge; VT: its values transposed) from its weights P, which are recomputed
+// first when RECOMPUTE<E> (Qe, KT and stats as weights_head's), with NB = nb_of(np).
+template <int DP, int NB, class E>
+NOINL void grad_scores_head(const E* Qe, int64_t ldqe, const E* Ge, int64_t ldge, const E* KT,
+                            const E* VT, int64_t n, int64_t np, const float* bpad,
+                            const float* bvis, const uint8_t* vis, const float* stats, float* P,
+                            float* DS, const float* zero, float scale) {
+    if constexpr (NB > 0) np = NB * W;  // known at compile time
+    const int64_t nq = round_up(n, TI);
     for (int64_t i = 0; i < n; i += TI) {
-        const float* g[TI];
-        for (int t = 0; t < TI; t++) g[t] = i + t < n ? G + (i + t) * ldg + h * DP : zero;
+        const E *q[TI], *g[TI];
+        const float* bias[TI];
+        tile_rows(Qe, ldqe, i, n, zero, q);
+        tile_rows(Ge, ldge, i, n, zero, g);
+        tile_masks(i, n, vis, bpad, bvis, bias);
+        float* Pi = P + i * np;
         float* dS = DS + i * np;
-        const float* Pi = P + i * np;
-        if (np == W) {
-            grad_scores_tile<DP, 1>(g, VT, np, Pi, scale, dS);
-        } else if (np == 2 * W) {
-            grad_scores_tile<DP, 2>(g, VT, np, Pi, scale, dS);
+        if constexpr (RECOMPUTE<E>)
+            for_key_blocks(np, [&](int64_t j0, auto NBc) {
+                probs_tile<DP, decltype(NBc)::value>(q, KT, np, j0, scale, bias, stats + i,
+                                                     stats + nq + i, Pi);
+            });
+        if constexpr (NB > 0) {
+            grad_scores_tile<DP, NB>(g, VT, Pi, scale, dS);
         } else {
             score_tile<DP>(g, VT, np, 1.f, nullptr, dS);  // dP
             for (int t = 0; t < TI; t++) {
@@ -782,6 +985,24 @@ static void backward_head(const float* X, int64_t ldx, int64_t ko, int64_t h, in
             }
         }
     }
+}
+
+// Qe, Ge: the head's queries and output gradients as dot product elements (rows of stride
+// ldqe, ldge); KT, VT: its transposed keys and values; P: its weights, saved by the forward or
+// (RECOMPUTE<E>) scratch for them, recomputed from Qe, KT and stats (its (2, nq) statistics);
+// DS: scratch for the gradient of the scores.
+template <int DP, class E>
+static void backward_head(const E* Qe, int64_t ldqe, const E* Ge, int64_t ldge, const E* KT,
+                          const E* VT, const float* X, int64_t ldx, int64_t ko, int64_t h,
+                          int64_t n, int64_t np, const float* bpad, const float* bvis,
+                          const uint8_t* vis, const float* stats, const float* G, int64_t ldg,
+                          float* dX, int64_t lddx, int64_t dko, int64_t dvo, float* P, float* DS,
+                          const float* zero, float scale) {
+    constexpr int NV = DP / (DP < W ? DP : W);
+    with_nb<0>(nb_of(np), [&](auto NBc) {
+        grad_scores_head<DP, decltype(NBc)::value>(Qe, ldqe, Ge, ldge, KT, VT, n, np, bpad, bvis,
+                                                   vis, stats, P, DS, zero, scale);
+    });
     mix_rows<DP>(DS, np, X + ko + h * DP, ldx, n, dX + h * DP, lddx);  // dQ
     const float* Xq = X + h * DP;
     const float* Gh = G + h * DP;
@@ -797,20 +1018,28 @@ static void backward_head(const float* X, int64_t ldx, int64_t ko, int64_t h, in
     }
 }
 
-template <int DP>
-static bool backward_rows(const Ctx& c, int64_t r0, int64_t r1, int64_t poff) {
+template <int DP, class E>
+static bool backward_rows(const Ctx& c, int64_t r0, int64_t r1, int64_t soff) {
     const int64_t HD = c.HD, HPp = c.HPp, ld = 3 * HD;
     const int64_t npmax = round_up(c.maxn > 0 ? c.maxn : 1, W);
+    const int64_t nqmax = round_up(npmax, TI);
+    constexpr bool pairs = PACK<E> == 2, recompute = RECOMPUTE<E>;
     Carver cv;
+    [[maybe_unused]] const size_t o_qb = pairs ? cv.add(npmax * HPp / 2) : 0;
+    [[maybe_unused]] const size_t o_gb = pairs ? cv.add(npmax * HPp / 2) : 0;
     const size_t o_x = c.direct ? 0 : cv.add(npmax * 3 * HPp);
     const size_t o_g = c.direct ? 0 : cv.add(npmax * HPp);
     const size_t o_dx = c.direct ? 0 : cv.add(npmax * 3 * HPp);
-    const size_t o_vt = cv.add(HPp * npmax);
-    const size_t o_ds = cv.add(npmax * npmax);
+    const size_t o_kvt = cv.add(2 * HPp * npmax);
+    const size_t o_bias = cv.add(2 * npmax);
+    const size_t o_p = recompute ? cv.add(nqmax * npmax) : 0;
+    const size_t o_ds = cv.add(nqmax * npmax);
     const size_t o_zero = cv.add(3 * HPp + W);
     float* buf = tls_scratch.get(cv.total);
     if (!buf) return false;
-    float* vt = buf + o_vt;
+    float* kvt = buf + o_kvt;
+    float* bpad = buf + o_bias;
+    float* bvis = bpad + npmax;
     float* zero = buf + o_zero;
     memset(zero, 0, sizeof(float) * (3 * HPp + W));
     const size_t esize = c.esize;
@@ -822,7 +1051,8 @@ static bool backward_rows(const Ctx& c, int64_t r0, int64_t r1, int64_t poff) {
             const int64_t n1 = c.row_len[r + 1], b1 = c.row_slot[r + 1];
             prefetch((const char*)c.qkv + b1 * ld * esize, n1 * ld * esize);
             prefetch((const char*)c.dout + b1 * HD * esize, n1 * HD * esize);
-            prefetch(c.probs + poff + probs_of(n, c.H), probs_of(n1, c.H) * sizeof(float));
+            prefetch(c.saved + soff + saved_of(n, c.H, recompute),
+                     saved_of(n1, c.H, recompute) * sizeof(float));
             prefetch_write((char*)c.dqkv + b1 * ld * esize, n1 * ld * esize);
         }
         if (n == 1) {  // dQ = dK = 0, dV = dO
@@ -852,19 +1082,46 @@ static bool backward_rows(const Ctx& c, int64_t r0, int64_t r1, int64_t poff) {
             dX = buf + o_dx;
             lddx = 3 * HPp, dko = HPp, dvo = 2 * HPp;
         }
+        const uint8_t* vis = c.visible ? c.visible + base : nullptr;
+        float* saved = c.saved + soff;
         if (n <= SHORT) {
-            backward_short<DP>(X, ldx, ko, vo, c.H, n, c.probs + poff, G, ldg, dX, lddx, dko, dvo,
-                               c.scale);
+            backward_short<DP>(X, ldx, ko, vo, c.H, n, vis, recompute ? nullptr : saved,
+                               recompute ? saved : nullptr, G, ldg, dX, lddx, dko, dvo, c.scale);
         } else {
-            transpose_rows(X, ldx, vo, HPp, n, np, vt);
+            // The values transposed, and for recomputing P the keys too (vo = 2 ko) and masks.
+            if (recompute) {
+                transpose_rows(X, ldx, ko, 2 * HPp, n, np, kvt);
+                key_masks(n, np, vis, bpad, bvis);
+            } else {
+                transpose_rows(X, ldx, vo, HPp, n, np, kvt + HPp * np);
+            }
+            const E *Qe = (const E*)X, *Ge = (const E*)G;
+            int64_t ldqe = ldx, ldge = ldg;
+#ifdef BF16_DOTS
+            if (pairs) {
+                for (int64_t h = 0; h < c.H; h++) {
+                    pack_pairs(kvt + h * DP * np, DP, np);
+                    pack_pairs(kvt + (HPp + h * DP) * np, DP, np);
+                }
+                ldqe = ld, ldge = HD;
+                Qe = (const E*)pairs_of(c, (const uint16_t*)c.qkv + base * ld, &ldqe, X, ldx, n,
+                                        buf + o_qb);
+                Ge = (const E*)pairs_of(c, (const uint16_t*)c.dout + base * HD, &ldge, G, ldg, n,
+                                        buf + o_gb);
+            }
+#endif
             for (int64_t h = 0; h < c.H; h++) {
-                backward_head<DP>(X, ldx, ko, h, n, np, vt + h * DP * np,
-                                  c.probs + poff + h * nq * np, G, ldg, dX, lddx, dko, dvo,
-                                  buf + o_ds, zero, c.scale);
+                backward_head<DP, E>(Qe + h * DP / PACK<E>, ldqe, Ge + h * DP / PACK<E>, ldge,
+                                     (const E*)(kvt + h * DP * np),
+                                     (const E*)(kvt + (HPp + h * DP) * np), X, ldx, ko, h, n,
+                                     np, bpad, bvis, vis, recompute ? saved + 2 * h * nq : nullptr,
+                                     G, ldg, dX, lddx, dko, dvo,
+                                     recompute ? buf + o_p : saved + h * nq * np, buf + o_ds,
+                                     zero, c.scale);
             }
         }
         if (!c.direct) copy_out(c, dX, 3, n, c.dqkv, base, ld);
-        poff += probs_of(n, c.H);
+        soff += saved_of(n, c.H, recompute);
     }
     return true;
 }
@@ -874,17 +1131,22 @@ static bool backward_rows(const Ctx& c, int64_t r0, int64_t r1, int64_t poff) {
 
 typedef bool (*RowsFn)(const Ctx&, int64_t, int64_t, int64_t);  // false: out of memory
 
-template <bool Fwd, int DP>
+template <bool Fwd, int DP, class E>
 static RowsFn pick_dp(int64_t dp) {
-    if (dp == DP) return Fwd ? forward_rows<DP> : backward_rows<DP>;
-    if constexpr (2 * DP <= MAX_DP) return pick_dp<Fwd, 2 * DP>(dp);
+    if (dp == DP) return Fwd ? forward_rows<DP, E> : backward_rows<DP, E>;
+    if constexpr (2 * DP <= MAX_DP) return pick_dp<Fwd, 2 * DP, E>(dp);
     return nullptr;
 }
 
 template <bool Fwd>
-static RowsFn rows_fn(int64_t dp) {
+static RowsFn rows_fn(int64_t dp, bool pairs) {
     constexpr int first = W < 8 ? W : 8;
-    return pick_dp<Fwd, first>(dp);
+#ifdef BF16_DOTS
+    if (pairs) return pick_dp<Fwd, first, uint32_t>(dp);
+#else
+    (void)pairs;
+#endif
+    return pick_dp<Fwd, first, float>(dp);
 }
 
 // Heads are padded (with zero features) to a power of two of at least min(W, 8) features:
@@ -906,10 +1168,10 @@ static inline int64_t cost_of(int64_t n, int64_t H, int64_t DP) {
 // Work of one call below this (in cost_of units) runs on one thread.
 #define MIN_COST_PER_THREAD 60000
 
-// Validates the rows (and the saved probabilities' size) and finds the longest; returns 0 or
-// an error code. covered: set when rows are not sorted by slot (caller frees).
+// Validates the rows (and the size of what the forward saves) and finds the longest; returns 0
+// or an error code. covered: set when rows are not sorted by slot (caller frees).
 static int plan(Ctx& c, uint8_t** covered, int64_t* total_cost) {
-    int64_t maxn = 0, end = 0, cost = 0, probs = 0;
+    int64_t maxn = 0, end = 0, cost = 0, saved = 0;
     bool sorted = true;
     *covered = nullptr;
     for (int64_t r = 0; r < c.R; r++) {
@@ -920,10 +1182,10 @@ static int plan(Ctx& c, uint8_t** covered, int64_t* total_cost) {
         end = s + n;
         if (n > maxn) maxn = n;
         cost += cost_of(n, c.H, c.DP);
-        probs += probs_of(n, c.H);
+        saved += saved_of(n, c.H, c.pairs);
     }
-    if ((c.probs || c.dqkv) && probs != c.probs_len) return -4;
-    if (c.dqkv && !c.probs && probs > 0) return -4;
+    if ((c.saved || c.dqkv) && saved != c.saved_len) return -4;
+    if (c.dqkv && !c.saved && saved > 0) return -4;
     c.maxn = maxn;
     *total_cost = cost;
     if (!sorted) {
@@ -986,7 +1248,7 @@ static int64_t run(Ctx& c, bool fwd, int64_t nthreads) {
     int64_t total;
     const int err = plan(c, &covered, &total);
     if (err) return err;
-    const RowsFn fn = fwd ? rows_fn<true>(c.DP) : rows_fn<false>(c.DP);
+    const RowsFn fn = fwd ? rows_fn<true>(c.DP, c.pairs) : rows_fn<false>(c.DP, c.pairs);
     if (!fn) {
         free(covered);
         return -3;
@@ -995,24 +1257,24 @@ static int64_t run(Ctx& c, bool fwd, int64_t nthreads) {
     if (nt > nthreads) nt = nthreads;
     if (nt > MAX_THREADS) nt = MAX_THREADS;
     if (nt < 1) nt = 1;
-    // Rows [bound[t], bound[t+1]) of similar total cost, and the offset of their probabilities.
-    int64_t bound[MAX_THREADS + 1], poff[MAX_THREADS + 1];
-    bound[0] = poff[0] = 0;
+    // Rows [bound[t], bound[t+1]) of similar total cost, and the offset of their saved data.
+    int64_t bound[MAX_THREADS + 1], soff[MAX_THREADS + 1];
+    bound[0] = soff[0] = 0;
     {
         int64_t t = 1, cum = 0, off = 0;
         for (int64_t r = 0; r < c.R && t < nt; r++) {
             const int64_t n = c.row_len[r];
             cum += n > 0 ? cost_of(n, c.H, c.DP) : 0;
-            off += probs_of(n, c.H);
+            off += saved_of(n, c.H, c.pairs);
             while (t < nt && cum * nt >= total * t) {
                 bound[t] = r + 1;
-                poff[t] = off;
+                soff[t] = off;
                 t++;
             }
         }
         for (; t <= nt; t++) {
             bound[t] = c.R;
-            poff[t] = off;
+            soff[t] = off;
         }
         bound[nt] = c.R;
     }
@@ -1020,7 +1282,7 @@ static int64_t run(Ctx& c, bool fwd, int64_t nthreads) {
     const int64_t row_bytes = (fwd ? 1 : 3) * c.HD * c.esize;
     int failed = 0;
     run_threads(nt, [&](int64_t t) {
-        if (!fn(c, bound[t], bound[t + 1], poff[t])) __atomic_store_n(&failed, 1, __ATOMIC_RELAXED);
+        if (!fn(c, bound[t], bound[t + 1], soff[t])) __atomic_store_n(&failed, 1, __ATOMIC_RELAXED);
         zero_gaps(c, (int)t, (int)nt, bound[t], bound[t + 1], dst, row_bytes);
     });
     free(covered);
@@ -1041,13 +1303,14 @@ static Ctx make_ctx(const void* qkv, const int64_t* row_slot, const int64_t* row
     c.HPp = round_up(H * c.DP, W);
     c.scale = 1.0f / sqrtf((float)D);
     c.direct = dtype == 0 && c.D == c.DP && c.HD % W == 0;
+    c.pairs = takes_pairs(dtype);
     return c;
 }
 
 // ---------------------------------------------------------------------------------------
 // Exported functions. All return 0 on success or a negative error code:
-// -1 a row outside [0, slots), -2 overlapping rows, -3 unsupported head width, -4 saved
-// probabilities that do not match the rows, -5 out of memory.
+// -1 a row outside [0, slots), -2 overlapping rows, -3 unsupported head width, -4 saved data
+// that do not match the rows, -5 out of memory.
 
 extern "C" {
 
@@ -1062,36 +1325,41 @@ void ra_info(int64_t* info) {
 #endif
 }
 
-// Number of floats of saved probabilities for these rows (or -1 for a negative length).
-int64_t ra_probs_size(const int64_t* row_len, int64_t R, int64_t H) {
+// Number of floats the forward saves for the backward for these rows (or -1 for a negative
+// length).
+int64_t ra_saved_size(const int64_t* row_len, int64_t R, int64_t H, int64_t dtype) {
+    const bool recompute = takes_pairs(dtype);
     int64_t total = 0;
     for (int64_t r = 0; r < R; r++) {
         if (row_len[r] < 0) return -1;
-        total += probs_of(row_len[r], H);
+        total += saved_of(row_len[r], H, recompute);
     }
     return total;
 }
 
-// probs: NULL (nothing saved) or room for exactly probs_len = ra_probs_size(...) floats.
-int64_t ra_forward(const void* qkv, void* out, float* probs, int64_t probs_len,
+// saved: NULL (nothing saved) or room for exactly saved_len = ra_saved_size(...) floats.
+int64_t ra_forward(const void* qkv, void* out, float* saved, int64_t saved_len,
                    const int64_t* row_slot, const int64_t* row_len, const uint8_t* visible,
                    int64_t R, int64_t slots, int64_t H, int64_t D, int64_t dtype,
                    int64_t nthreads) {
     Ctx c = make_ctx(qkv, row_slot, row_len, R, slots, H, D, dtype);
     c.out = out;
-    c.probs = probs;
-    c.probs_len = probs_len;
+    c.saved = saved;
+    c.saved_len = saved_len;
     c.visible = visible;
     return run(c, true, nthreads);
 }
 
-// probs, probs_len: what the forward saved (checked against the rows).
-int64_t ra_backward(const void* qkv, const void* dout, const float* probs, int64_t probs_len,
-                    void* dqkv, const int64_t* row_slot, const int64_t* row_len, int64_t R,
-                    int64_t slots, int64_t H, int64_t D, int64_t dtype, int64_t nthreads) {
+// saved, saved_len: what the forward saved (checked against the rows); the other arguments as
+// the forward's.
+int64_t ra_backward(const void* qkv, const void* dout, const float* saved, int64_t saved_len,
+                    void* dqkv, const int64_t* row_slot, const int64_t* row_len,
+                    const uint8_t* visible, int64_t R, int64_t slots, int64_t H, int64_t D,
+                    int64_t dtype, int64_t nthreads) {
     Ctx c = make_ctx(qkv, row_slot, row_len, R, slots, H, D, dtype);
-    c.probs = (float*)probs;
-    c.probs_len = probs_len;
+    c.saved = (float*)saved;
+    c.saved_len = saved_len;
+    c.visible = visible;
     c.dout = dout;
     c.dqkv = dqkv;
     return run(c, false, nthreads);
