@@ -1,4 +1,4 @@
-// SIMD vocabulary shared by the C++ kernels (attention.cpp, pointwise.cpp).
+// SIMD vocabulary shared by the C++ kernels (attention, pointwise, categorical, linear, gelu.h).
 //
 // Written with GCC vector extensions (plus a few AVX-512 intrinsics where they pay), so the
 // same source compiles on any x86-64 (vectors of W = 16 floats with AVX-512, 8 with AVX, 4
