@@ -36,15 +36,27 @@ class _Transition:
     done: npt.NDArray[np.bool_] | None = None
 
 
-def _decide(net: RogueNet, obs: VecObs) -> _Transition:
-    """The policy's actions (with their log-probabilities and the values) for ``obs``."""
-    out = net.act(obs)
-    actions = out.actions(obs)
-    logprobs = {
-        name: RaggedArray(head.logprob.numpy().reshape(-1, 1), actions[name].lengths)
-        for name, head in out.heads.items()
-    }
-    return _Transition(obs, actions, logprobs, out.values.numpy())
+# A step's transition and the episode metrics it reported.
+_Step = tuple[_Transition, dict[str, npt.NDArray[np.float64]]]
+# Consecutive steps, and the observations after the last.
+_Steps = tuple[list[_Step], VecObs]
+
+
+def _run(net: RogueNet, env: VecEnv, obs: VecObs, steps: int) -> _Steps:
+    """``steps`` steps of ``env`` from ``obs`` with ``net``'s sampled actions."""
+    transitions = []
+    for _ in range(steps):
+        out = net.act(obs)
+        actions = out.actions(obs)
+        logprobs = {
+            name: RaggedArray(head.logprob.numpy().reshape(-1, 1), actions[name].lengths)
+            for name, head in out.heads.items()
+        }
+        transition = _Transition(obs, actions, logprobs, out.values.numpy())
+        obs = env.act(actions)
+        transition.reward, transition.done = obs.reward, obs.done
+        transitions.append((transition, obs.metrics))
+    return transitions, obs
 
 
 class Sampler:
@@ -59,36 +71,26 @@ class Sampler:
         self.net = net
         self.steps = steps
         self.obs: VecObs = env.reset()
-        self._metrics: dict[str, list[npt.NDArray[np.float64]]] = {}
 
     def collect(self, gamma: float, gae_lambda: float) -> Rollout:
-        steps: list[list[_Transition]] = []
-        for _ in range(self.steps):
-            transition = self._decide(self.obs)
-            self.obs = self.env.act(transition.actions)
-            self._observe(transition, self.obs)
-            steps.append([transition])
-        return self._rollout(steps, gamma, gae_lambda)
+        transitions, self.obs = _run(self.net, self.env, self.obs, self.steps)
+        return self._rollout([transitions], gamma, gae_lambda)
 
-    def _decide(self, obs: VecObs) -> _Transition:
-        return _decide(self.net, obs)
-
-    def _observe(self, transition: _Transition, following: VecObs) -> None:
-        transition.reward, transition.done = following.reward, following.done
-        for key, values in following.metrics.items():
-            self._metrics.setdefault(key, []).append(values)
-
-    def _rollout(self, steps: list[list[_Transition]], gamma: float, gae_lambda: float) -> Rollout:
-        """Assemble transitions (steps x groups, groups in environment order) into a Rollout
-        whose rows are ordered (step, environment)."""
-        flat = [t for groups in steps for t in groups]
-        values = np.stack([np.concatenate([t.values for t in groups]) for groups in steps])
-        rewards = np.stack([np.concatenate([t.reward for t in groups]) for groups in steps])  # type: ignore[misc]
-        dones = np.stack([np.concatenate([t.done for t in groups]) for groups in steps])  # type: ignore[misc]
+    def _rollout(self, groups: list[list[_Step]], gamma: float, gae_lambda: float) -> Rollout:
+        """Assemble the steps of groups of environments (in environment order) into a
+        Rollout whose rows are ordered (step, environment)."""
+        steps = [[group[t][0] for group in groups] for t in range(self.steps)]
+        parts: dict[str, list[npt.NDArray[np.float64]]] = {}
+        for t in range(self.steps):
+            for group in groups:
+                for key, values in group[t][1].items():
+                    parts.setdefault(key, []).append(values)
+        flat = [t for step in steps for t in step]
+        values = np.stack([np.concatenate([t.values for t in step]) for step in steps])
+        rewards = np.stack([np.concatenate([t.reward for t in step]) for step in steps])  # type: ignore[misc]
+        dones = np.stack([np.concatenate([t.done for t in step]) for step in steps])  # type: ignore[misc]
         next_values = self.net.values(self.obs).numpy()
         advantages, returns = gae(rewards, values, dones, next_values, gamma, gae_lambda)
-        metrics = {key: np.concatenate(parts) for key, parts in self._metrics.items()}
-        self._metrics = {}
         names = list(self.env.action_space)
         return Rollout(
             obs=VecObs.concat([t.obs for t in flat], self.env.choices),
@@ -99,7 +101,7 @@ class Sampler:
             dones=dones,
             advantages=advantages.reshape(-1),
             returns=returns.reshape(-1),
-            metrics=metrics,
+            metrics={key: np.concatenate(values) for key, values in parts.items()},
         )
 
 
@@ -132,17 +134,8 @@ class WorkerSampler(Sampler):
         state = {name: value.numpy() for name, value in self.net.state_dict().items()}
         seeds = self.rng.integers(2**63, size=self.env.num_workers)
         parts = self.env.call(_worker_rollout, [(state, self.steps, int(s)) for s in seeds])
-        steps: list[list[_Transition]] = []
-        for t in range(self.steps):
-            groups = []
-            for transitions, _ in parts:
-                transition, metrics = transitions[t]
-                for key, values in metrics.items():
-                    self._metrics.setdefault(key, []).append(values)
-                groups.append(transition)
-            steps.append(groups)
         self.obs = self.env.assemble([latest for _, latest in parts])
-        return self._rollout(steps, gamma, gae_lambda)
+        return self._rollout([transitions for transitions, _ in parts], gamma, gae_lambda)
 
 
 def _install_policy(envs: SerialVecEnv, context: dict[str, Any], policy: bytes) -> None:
@@ -158,20 +151,12 @@ def _worker_rollout(
     state: dict[str, npt.NDArray[Any]],
     steps: int,
     seed: int,
-) -> tuple[list[tuple[_Transition, dict[str, npt.NDArray[np.float64]]]], VecObs]:
-    """In a worker: ``steps`` steps of its environments with the policy of ``state``; returns
-    each step's transition and episode metrics, and the latest observations."""
+) -> _Steps:
+    """In a worker: ``steps`` steps of its environments with the policy of ``state``."""
     net: RogueNet = context["net"]
     net.load_state_dict({name: torch.from_numpy(value) for name, value in state.items()})
     torch.manual_seed(seed)
-    obs = envs.observation
-    transitions = []
-    for _ in range(steps):
-        transition = _decide(net, obs)
-        obs = envs.act(transition.actions)
-        transition.reward, transition.done = obs.reward, obs.done
-        transitions.append((transition, obs.metrics))
-    return transitions, obs
+    return _run(net, envs, envs.observation, steps)
 
 
 def make_sampler(env: VecEnv, net: RogueNet, steps: int, rng: np.random.Generator) -> Sampler:
