@@ -232,7 +232,7 @@ class Block(nn.Module):
         mixed = self.mix(layer_norm(x, ln1.weight, ln1.bias, ln1.eps, self.mix_dtype), ctx)
         x, normed = add_layer_norm(x, mixed, ln2.weight, ln2.bias, ln2.eps, self.dtype)
         up, down = self.mlp[0], self.mlp[2]
-        y = fused_mlp(up, down, normed) if self.dtype == torch.bfloat16 else None
+        y = fused_mlp(up, down, normed)  # None where the kernel does not serve
         if y is None:
             y = linear_in(self.dtype, down, gelu(linear_in(self.dtype, up, normed)))
         return x + y

@@ -38,6 +38,8 @@ def fused_mlp(up: nn.Linear, down: nn.Linear, x: torch.Tensor) -> torch.Tensor |
     linear layers with biases and float32 CPU parameters, D and F multiples of 16. Returns
     ``(rows, D)`` bfloat16.
     """
+    if x.dtype != torch.bfloat16 or not x.is_cpu or x.dim() != 2:
+        return None
     params = (
         up._parameters.get("weight"),
         up._parameters.get("bias"),
@@ -48,17 +50,7 @@ def fused_mlp(up: nn.Linear, down: nn.Linear, x: torch.Tensor) -> torch.Tensor |
         return None
     w1, b1, w2, b2 = params  # type: ignore[misc]
     f, d = w1.shape
-    if (
-        x.dtype != torch.bfloat16
-        or not x.is_cpu
-        or x.dim() != 2
-        or x.shape[1] != d
-        or w2.shape != (d, f)
-        or d % 16
-        or f % 16
-        or d == 0
-        or f == 0
-    ):
+    if x.shape[1] != d or w2.shape != (d, f) or d % 16 or f % 16 or d == 0 or f == 0:
         return None
     kernel = linear._get_kernel()
     if kernel is None:

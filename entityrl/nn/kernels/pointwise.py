@@ -217,27 +217,21 @@ def add_layer_norm(
             f"add_layer_norm: x and res must have the same shape, got {tuple(x.shape)} "
             f"and {tuple(res.shape)}"
         )
+    d = x.shape[-1] if x.dim() else 0
     kernel = _get_kernel()
     if (
         kernel is None
-        or x.dim() == 0
-        or x.dtype != torch.float32
+        or d == 0
+        or (out_dtype or torch.float32) not in _DTYPE_CODES
         or res.dtype not in _DTYPE_CODES
         or not res.is_cpu
-    ):
-        total = x + res
-        return total, layer_norm(total, weight, bias, eps, out_dtype)
-    d = x.shape[-1]
-    out_dtype = out_dtype or torch.float32
-    if (
-        weight.shape != (d,)
+        or weight.shape != (d,)
         or bias.shape != (d,)
-        or out_dtype not in _DTYPE_CODES
-        or d == 0
         or any(t.dtype != torch.float32 or not t.is_cpu for t in (x, weight, bias))
     ):
         total = x + res
         return total, layer_norm(total, weight, bias, eps, out_dtype)
+    out_dtype = out_dtype or torch.float32
     x, res = x.contiguous(), res.contiguous()
     weight, bias = weight.contiguous(), bias.contiguous()
     if _needs_graph(x, res, weight, bias):
