@@ -284,14 +284,15 @@ static void mlp_rows(const Mlp& m, const uint16_t* x, uint16_t* y, int64_t m0, i
     }
 }
 
-// One thread's share of the backward: rows [m0, m1); gradients of the weights and biases
-// summed into g (dW1 (F, D), dW2 (D, F), db1 (F), db2 (D), zeroed by the caller).
+// The backward's inputs and input gradient.
 struct MlpGrad {
     const __m512i *w2t, *w1t;  // packed W2^T (F, D) and W1^T (D, F)
     const uint16_t *x, *dy;
     uint16_t* dx;
 };
 
+// One thread's share of the backward: rows [m0, m1); the gradients of the weights and biases
+// summed into sums (dW1 (F, D), dW2 (D, F), db1 (F), db2 (D), zeroed by the caller).
 static int64_t mlp_backward_rows(const Mlp& m, const MlpGrad& g, int64_t m0, int64_t m1,
                                  float* sums) {
     const int64_t D = m.D, F = m.F, half = CHUNK / 2;
