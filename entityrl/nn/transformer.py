@@ -201,7 +201,8 @@ class Block(nn.Module):
     pointwise kernels (:mod:`entityrl.nn.kernels.pointwise`), the layer norms writing their
     output directly in the dtype of the layers that read it; the ``nn.LayerNorm`` modules
     hold the parameters (so state dict keys and checkpoints stay as they were). In bfloat16,
-    the MLP is one call of the fused kernel (:mod:`entityrl.nn.kernels.mlp`) where it runs.
+    the MLP and its residual sum are one call of the fused kernel (:mod:`entityrl.nn.kernels.mlp`)
+    where it runs.
     """
 
     def __init__(
@@ -232,7 +233,7 @@ class Block(nn.Module):
         mixed = self.mix(layer_norm(x, ln1.weight, ln1.bias, ln1.eps, self.mix_dtype), ctx)
         x, normed = add_layer_norm(x, mixed, ln2.weight, ln2.bias, ln2.eps, self.dtype)
         up, down = self.mlp[0], self.mlp[2]
-        y = fused_mlp(up, down, normed)  # None where the kernel does not serve
-        if y is None:
-            y = linear_in(self.dtype, down, gelu(linear_in(self.dtype, up, normed)))
-        return x + y
+        out = fused_mlp(up, down, normed, x)  # None where the kernel does not serve
+        if out is None:
+            out = x + linear_in(self.dtype, down, gelu(linear_in(self.dtype, up, normed)))
+        return out

@@ -24,7 +24,7 @@ from torch import nn
 from torch.nn import functional
 
 from entityrl.env import Observation
-from entityrl.nn import RogueNet, RogueNetConfig
+from entityrl.nn import RogueNet, RogueNetConfig, precision
 from entityrl.nn.kernels import build
 from entityrl.nn.kernels import linear as lk
 from entityrl.nn.precision import linear_in
@@ -270,6 +270,32 @@ def test_linear_in_leaves_large_batches_and_other_inputs_to_torch(
         assert bf16_in(layer, torch.randn(3, 32)).dtype == torch.bfloat16
         assert linear_in(torch.float32, layer, torch.randn(3, 32)).dtype == torch.float32
     assert kernel_calls == [lk.MAX_ROWS, 3]
+
+
+@pytest.mark.skipif(
+    precision._fused_bias_linear() is None, reason="this torch has no oneDNN linear with bias"
+)
+def test_large_training_batches_add_the_bias_inside_the_product() -> None:
+    """Above FUSED_BIAS_MIN_ROWS, with gradients, linear_in runs oneDNN's fused linear: the
+    same output and input gradient as torch's bfloat16 linear to the bit, the parameters'
+    float32 gradients as the cast parameters get them."""
+    layer = make_layer(32, 96, seed=5)
+    rows = precision.FUSED_BIAS_MIN_ROWS
+    x = torch.randn(rows, 32).bfloat16().requires_grad_()
+    dy = torch.randn(rows, 96)
+    y = bf16_in(layer, x)
+    assert y.grad_fn is not None and "BfloatLinear" in type(y.grad_fn).__name__
+    y.float().backward(dy)
+    got = (y.detach(), x.grad, layer.weight.grad, layer.bias.grad)
+    x.grad = layer.weight.grad = layer.bias.grad = None
+    y = torch_bf16(x, layer)
+    y.float().backward(dy)
+    want = (y.detach(), x.grad, layer.weight.grad, layer.bias.grad)
+    for name, g, w in zip(("output", "dx", "dweight", "dbias"), got, want, strict=True):
+        assert g.dtype == w.dtype and torch.equal(g, w), name
+    # One row fewer: torch's own linear (its autograd nodes).
+    small = bf16_in(layer, x[1:])
+    assert "BfloatLinear" not in type(small.grad_fn).__name__
 
 
 Change = Callable[[nn.Linear], Callable[[], None]]

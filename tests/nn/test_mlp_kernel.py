@@ -45,16 +45,18 @@ def make_mlp(d: int, seed: int, hidden: int | None = None) -> tuple[nn.Linear, n
     return up, down
 
 
-def layers_one_by_one(up: nn.Linear, down: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+def layers_one_by_one(
+    up: nn.Linear, down: nn.Linear, x: torch.Tensor, res: torch.Tensor
+) -> torch.Tensor:
     """What the transformer block computes without the fused kernel."""
-    return linear_in(torch.bfloat16, down, gelu(linear_in(torch.bfloat16, up, x)))
+    return res + linear_in(torch.bfloat16, down, gelu(linear_in(torch.bfloat16, up, x)))
 
 
-def torch_path(up: nn.Linear, down: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+def torch_path(up: nn.Linear, down: nn.Linear, x: torch.Tensor, res: torch.Tensor) -> torch.Tensor:
     """The same with torch's own products (the linear kernel serves only small batches)."""
     bf = torch.bfloat16
     z = nn.functional.linear(x, up.weight.to(bf), up.bias.to(bf))
-    return nn.functional.linear(gelu(z), down.weight.to(bf), down.bias.to(bf))
+    return res + nn.functional.linear(gelu(z), down.weight.to(bf), down.bias.to(bf))
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -68,12 +70,12 @@ def _kernel_builds() -> None:
 @pytest.mark.parametrize("d", WIDTHS)
 def test_forward_equals_the_layers_to_the_bit(rows: int, d: int, threads: int) -> None:
     up, down = make_mlp(d, seed=rows + d)
-    x = torch.randn(rows, d).bfloat16()
+    x, res = torch.randn(rows, d).bfloat16(), torch.randn(rows, d)
     with torch.no_grad():
-        y = fused_mlp(up, down, x)
-        assert y is not None and y.dtype == torch.bfloat16 and y.shape == (rows, d)
-        assert torch.equal(y, layers_one_by_one(up, down, x))
-        assert torch.equal(y, torch_path(up, down, x))
+        y = fused_mlp(up, down, x, res)
+        assert y is not None and y.dtype == torch.float32 and y.shape == (rows, d)
+        assert torch.equal(y, layers_one_by_one(up, down, x, res))
+        assert torch.equal(y, torch_path(up, down, x, res))
 
 
 @needs_kernel
@@ -83,16 +85,18 @@ def test_gradients_match_torch_and_float64(rows: int, d: int, threads: int) -> N
     up, down = make_mlp(d, seed=rows * d)
     params = [up.weight, up.bias, down.weight, down.bias]
     x = torch.randn(rows, d).bfloat16()
-    grad = torch.randn(rows, d).bfloat16()
+    grad = torch.randn(rows, d)
 
     def gradients(fn) -> list[torch.Tensor]:  # type: ignore[no-untyped-def]
         for p in params:
             p.grad = None
         xg = x.clone().requires_grad_()
-        fn(up, down, xg).backward(grad)
-        return [xg.grad, *(p.grad for p in params)]  # type: ignore[list-item]
+        res = torch.randn(rows, d, requires_grad=True)
+        fn(up, down, xg, res).backward(grad)
+        return [res.grad, xg.grad, *(p.grad for p in params)]  # type: ignore[list-item]
 
-    fused, ref = gradients(fused_mlp), gradients(torch_path)
+    (dres, *fused), (_, *ref) = gradients(fused_mlp), gradients(torch_path)
+    assert torch.equal(dres, grad)  # the residual passes its gradient through
     for got in fused:
         assert got is not None and got.dtype in (torch.bfloat16, torch.float32)
     # The input gradient rounds where torch's does: equal up to a bfloat16 unit where a
@@ -104,7 +108,7 @@ def test_gradients_match_torch_and_float64(rows: int, d: int, threads: int) -> N
     w1, b1, w2, b2 = (p.detach().bfloat16().double().requires_grad_() for p in params)
     z = (x64 @ w1.T + b1).bfloat16().double()
     h = nn.functional.gelu(z).bfloat16().double()
-    (h @ w2.T + b2).backward(grad.double())
+    (h @ w2.T + b2).backward(grad.bfloat16().double())
     for got, theirs, exact in zip(
         fused[1:], ref[1:], (w1.grad, b1.grad, w2.grad, b2.grad), strict=True
     ):
@@ -119,14 +123,14 @@ def test_gradients_match_torch_and_float64(rows: int, d: int, threads: int) -> N
 def test_threads_agree() -> None:
     up, down = make_mlp(32, seed=3)
     x = torch.randn(5000, 32).bfloat16().requires_grad_()
-    grad = torch.randn(5000, 32).bfloat16()
+    res, grad = torch.randn(5000, 32), torch.randn(5000, 32)
     results = []
     before = torch.get_num_threads()
     try:
         for threads in (1, 2):
             torch.set_num_threads(threads)
             x.grad = up.weight.grad = down.weight.grad = None
-            y = fused_mlp(up, down, x)
+            y = fused_mlp(up, down, x, res)
             y.backward(grad)
             results.append((y.detach(), x.grad.clone(), up.weight.grad.clone()))  # type: ignore[union-attr]
     finally:
@@ -142,28 +146,30 @@ def test_follows_in_place_weight_changes() -> None:
     # The trainer steps parameters through views of one flat tensor, which does not bump
     # their versions: the kept packing must still never be stale.
     up, down = make_mlp(32, seed=4)
-    x = torch.randn(64, 32).bfloat16()
+    x, res = torch.randn(64, 32).bfloat16(), torch.randn(64, 32)
     with torch.no_grad():
-        fused_mlp(up, down, x)
+        fused_mlp(up, down, x, res)
         for layer in (up, down):
             layer.weight.data.mul_(-0.5)
-            assert torch.equal(fused_mlp(up, down, x), layers_one_by_one(up, down, x))
+            assert torch.equal(fused_mlp(up, down, x, res), layers_one_by_one(up, down, x, res))
 
 
 def test_declines_what_it_cannot_compute() -> None:
     up, down = make_mlp(32, seed=5)
-    x = torch.randn(10, 32)
-    assert fused_mlp(up, down, x) is None  # float32 input
-    assert fused_mlp(up, down, x.bfloat16().view(2, 5, 32)) is None  # not (rows, D)
+    x, res = torch.randn(10, 32), torch.randn(10, 32)
+    assert fused_mlp(up, down, x, res) is None  # float32 input
+    assert fused_mlp(up, down, x.bfloat16().view(2, 5, 32), res.view(2, 5, 32)) is None
+    assert fused_mlp(up, down, x.bfloat16(), res.bfloat16()) is None  # bfloat16 residual
+    assert fused_mlp(up, down, x.bfloat16(), res[:9]) is None  # rows differ
     odd_up, odd_down = make_mlp(24, seed=6)  # widths not multiples of 16
-    assert fused_mlp(odd_up, odd_down, torch.randn(10, 24).bfloat16()) is None
+    assert fused_mlp(odd_up, odd_down, torch.randn(10, 24).bfloat16(), res[:, :24]) is None
     no_bias = nn.Linear(32, 128, bias=False)
-    assert fused_mlp(no_bias, down, x.bfloat16()) is None
+    assert fused_mlp(no_bias, down, x.bfloat16(), res) is None
 
 
 def test_without_kernel_returns_none(no_kernel: None) -> None:
     up, down = make_mlp(32, seed=7)
-    assert fused_mlp(up, down, torch.randn(10, 32).bfloat16()) is None
+    assert fused_mlp(up, down, torch.randn(10, 32).bfloat16(), torch.randn(10, 32)) is None
 
 
 @needs_kernel

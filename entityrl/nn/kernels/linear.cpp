@@ -56,6 +56,8 @@ struct Problem {
     void* y;            // (M, N) float32 (y_bf16 false) or bfloat16
     bool y_bf16;
     int64_t N, K;
+    // (M, N) float32, or NULL. If set, y (float32) = res + the output rounded to bfloat16.
+    const float* res = nullptr;
 };
 
 // Two bfloat16 values read as one 32-bit word (rows of odd K leave them 2-byte aligned).
@@ -94,7 +96,10 @@ static void tile(const Problem& pr, int64_t m, int64_t nb) {
             pr.bias ? bf16_to_f32(f32_to_bf16(_mm512_maskz_loadu_ps(mask, pr.bias + n)))
                     : _mm512_setzero_ps();
         for (int i = 0; i < MR; i++) {
-            const __m512 v = _mm512_add_ps(acc[i][j], bias);
+            __m512 v = _mm512_add_ps(acc[i][j], bias);
+            if (pr.res)
+                v = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, pr.res + (m + i) * pr.N + n),
+                                  bf16_to_f32(f32_to_bf16(v)));
             if (pr.y_bf16)
                 _mm256_mask_storeu_epi16((uint16_t*)pr.y + (m + i) * pr.N + n, mask,
                                          (__m256i)f32_to_bf16(v));
@@ -274,13 +279,14 @@ static void hidden(const Mlp& m, const uint16_t* x, int64_t n, uint16_t* h) {
     for (int64_t i = 0; i < n * m.F; i += 16) store_bf16(h + i, gelu(load_bf16(h + i)));
 }
 
-// Rows [m0, m1) of the forward.
-static void mlp_rows(const Mlp& m, const uint16_t* x, uint16_t* y, int64_t m0, int64_t m1,
-                     uint16_t* h) {
+// Rows [m0, m1) of the forward: y bfloat16, or float32 res + y with res.
+static void mlp_rows(const Mlp& m, const uint16_t* x, const float* res, void* y, int64_t m0,
+                     int64_t m1, uint16_t* h) {
     for (int64_t c = m0; c < m1; c += CHUNK) {
         const int64_t n = m1 - c < CHUNK ? m1 - c : CHUNK;
         hidden(m, x + c * m.D, n, h);
-        rows(Problem{h, m.w2, m.b2, y + c * m.D, true, m.D, m.F}, 0, n);
+        void* out = res ? (void*)((float*)y + c * m.D) : (void*)((uint16_t*)y + c * m.D);
+        rows(Problem{h, m.w2, m.b2, out, !res, m.D, m.F, res ? res + c * m.D : nullptr}, 0, n);
     }
 }
 
@@ -402,10 +408,11 @@ int64_t lin_forward(const void* x, int64_t x_dtype, const float* w, const float*
 
 // y (M, D) = gelu(x W1^T + b1) W2^T + b2, all bfloat16 but the float32 weights w1 (F, D) and
 // w2 (D, F) and biases b1 (F) and b2 (D); s1, s2: the weights' states from lin_pack (packed
-// again here if a weight changed since). D and F are multiples of 16.
+// again here if a weight changed since). D and F are multiples of 16. With res (M, D) float32
+// (the residual stream), y is float32: res + that bfloat16 output, as torch's res + y.
 int64_t mlp_forward(const void* x, const float* w1, const float* b1, void* s1, const float* w2,
-                    const float* b2, void* s2, void* y, int64_t M, int64_t D, int64_t F,
-                    int64_t nthreads) {
+                    const float* b2, void* s2, const float* res, void* y, int64_t M, int64_t D,
+                    int64_t F, int64_t nthreads) {
     if (M < 0 || D < 16 || F < 16 || D % 16 || F % 16) return -2;
 #if LIN_SUPPORTED
     int64_t err1, err2;
@@ -420,12 +427,13 @@ int64_t mlp_forward(const void* x, const float* w1, const float* b1, void* s1, c
             __atomic_store_n(&failed, 1, __ATOMIC_RELAXED);
             return;
         }
-        mlp_rows(m, (const uint16_t*)x, (uint16_t*)y, M * t / nt, M * (t + 1) / nt, h);
+        mlp_rows(m, (const uint16_t*)x, res, y, M * t / nt, M * (t + 1) / nt, h);
         free(h);
     });
     return failed ? -5 : 0;
 #else
-    (void)x, (void)w1, (void)b1, (void)s1, (void)w2, (void)b2, (void)s2, (void)y, (void)nthreads;
+    (void)x, (void)w1, (void)b1, (void)s1, (void)w2, (void)b2, (void)s2, (void)res, (void)y,
+        (void)nthreads;
     return -3;
 #endif
 }

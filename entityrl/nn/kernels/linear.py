@@ -62,7 +62,7 @@ class _Kernel:
         self.forward.argtypes = [ptr, i64, ptr, ptr, ptr, ptr, i64, i64, i64, i64, i64]
         # The fused MLP (entityrl.nn.kernels.mlp).
         self.mlp_forward = lib.mlp_forward
-        self.mlp_forward.argtypes = [ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, i64, i64, i64, i64]
+        self.mlp_forward.argtypes = [*(ptr,) * 9, i64, i64, i64, i64]
         self.mlp_backward = lib.mlp_backward
         self.mlp_backward.argtypes = [ptr] * 11 + [i64] * 4
         for fn in (lib.lin_supported, self.state_bytes, self.pack, self.forward):
