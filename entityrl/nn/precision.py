@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Any, Literal, get_args
+from typing import Literal, get_args
 
 import torch
 from torch import nn
-from torch.autograd.function import once_differentiable
 from torch.nn import functional
 
-from entityrl.nn.kernels.linear import small_batch_linear
+from entityrl.nn.kernels.linear import small_batch_linear, training_linear
 
 Precision = Literal["auto", "float32", "bfloat16"]
 PRECISIONS: tuple[str, ...] = get_args(Precision)
@@ -54,64 +53,16 @@ def compute_dtype(precision: str) -> torch.dtype:
 def linear_in(dtype: torch.dtype, layer: nn.Linear, x: torch.Tensor) -> torch.Tensor:
     """``layer(x)`` computed in ``dtype``: the float32 parameters are cast on the fly (they are
     small) and receive float32 gradients; ``x`` is cast if it is not in ``dtype`` already.
-    Without gradients, small batches in bfloat16 run the kernel of kernels/linear.py; large
-    ones (:data:`FUSED_BIAS_MIN_ROWS` rows and more) oneDNN's linear with a fused bias."""
+    In bfloat16 the kernels of kernels/linear.py run it where they serve: without gradients on
+    small batches, with gradients at any size."""
     if dtype == layer.weight.dtype:
         return layer(x.to(dtype))
     if dtype == torch.bfloat16 and (y := small_batch_linear(layer, x)) is not None:
         return y
-    weight, bias = layer.weight, layer.bias
-    if (
-        dtype == torch.bfloat16
-        and bias is not None
-        and x.dim() == 2
-        and x.shape[0] >= FUSED_BIAS_MIN_ROWS
-        and _fused_bias_linear() is not None
-    ):
-        return _BfloatLinear.apply(x, weight, bias)
-    return functional.linear(
-        x.to(dtype), weight.to(dtype), None if bias is None else bias.to(dtype)
-    )
-
-
-# Below this many rows, the Python autograd node of _BfloatLinear costs more than the bias
-# copy it saves (measured: 1,024 rows 5% slower forward and backward, 34,816 rows 7% faster).
-FUSED_BIAS_MIN_ROWS = 4096
-
-
-@functools.cache
-def _fused_bias_linear() -> Any:
-    """oneDNN's linear with the bias added inside the product, where this torch has it.
-
-    ``functional.linear`` in bfloat16 goes through ``addmm``, which first copies the bias into
-    every row of its output and then accumulates the product onto it: an extra pass over the
-    output that cost as much as the product itself inside a training step (34,816 x 96
-    outputs: 1.9 ms of copy beside 1.0 ms of product). The fused op rounds identically."""
-    if not torch.backends.mkldnn.is_available():
-        return None
-    return getattr(torch.ops.mkldnn, "_linear_pointwise", None)
-
-
-class _BfloatLinear(torch.autograd.Function):
-    """``functional.linear`` of ``x``, ``weight`` and ``bias`` rounded to bfloat16, by the fused
-    op; float32 gradients for the float32 parameters, as the cast parameters would get them
-    (rounded to bfloat16 first)."""
-
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> Any:
-        x, w = x.to(torch.bfloat16), weight.to(torch.bfloat16)
-        ctx.save_for_backward(x, w)
-        return _fused_bias_linear()(x, w, bias.to(torch.bfloat16), "none", [], "")
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        x, w = ctx.saved_tensors
-        grad = grad.to(torch.bfloat16)
-        dx = grad @ w if ctx.needs_input_grad[0] else None
-        dw = (grad.t() @ x).float() if ctx.needs_input_grad[1] else None
-        db = grad.sum(0).float() if ctx.needs_input_grad[2] else None
-        return dx, dw, db
+    if dtype == torch.bfloat16 and (y := training_linear(layer, x)) is not None:
+        return y
+    bias = None if layer.bias is None else layer.bias.to(dtype)
+    return functional.linear(x.to(dtype), layer.weight.to(dtype), bias)
 
 
 # Compiled matrix products kept by oneDNN (its primitive cache) and by PyTorch's oneDNN layer

@@ -24,7 +24,7 @@ from torch import nn
 from torch.nn import functional
 
 from entityrl.env import Observation
-from entityrl.nn import RogueNet, RogueNetConfig, precision
+from entityrl.nn import RogueNet, RogueNetConfig
 from entityrl.nn.kernels import build
 from entityrl.nn.kernels import linear as lk
 from entityrl.nn.precision import linear_in
@@ -229,7 +229,7 @@ def bf16_in(layer: nn.Linear, x: torch.Tensor) -> torch.Tensor:
 
 
 @needs_kernel
-def test_linear_in_uses_the_kernel_only_without_gradients(kernel_calls: list[int]) -> None:
+def test_linear_in_without_gradients_runs_the_kernel(kernel_calls: list[int]) -> None:
     layer = make_layer(32, 96, seed=1)
     x = torch.randn(128, 32, requires_grad=True)
     with torch.no_grad():
@@ -237,20 +237,71 @@ def test_linear_in_uses_the_kernel_only_without_gradients(kernel_calls: list[int
     with torch.inference_mode():
         assert torch.equal(bf16_in(layer, x), torch_bf16(x, layer))
     assert kernel_calls == [128, 128]
-    # With gradients: torch's product and torch's gradients, exactly as before.
-    y = bf16_in(layer, x)
-    assert kernel_calls == [128, 128] and y.grad_fn is not None
-    grads = torch.autograd.grad(y.float().square().sum(), [x, layer.weight, layer.bias])
-    leaves = [t.detach().clone().requires_grad_() for t in (x, layer.weight, layer.bias)]
-    ref = functional.linear(*(t.bfloat16() for t in leaves))
-    ref_grads = torch.autograd.grad(ref.float().square().sum(), leaves)
-    assert torch.equal(y, ref)
-    for g, r in zip(grads, ref_grads, strict=True):
-        assert torch.equal(g, r)
-    # Gradients enabled but nothing to differentiate (frozen layer, plain input): the kernel.
+    # Gradients enabled but nothing to differentiate (frozen layer, plain input): the kernel,
+    # without an autograd node.
     layer.requires_grad_(False)
-    assert torch.equal(bf16_in(layer, x.detach()), torch_bf16(x, layer))
+    y = bf16_in(layer, x.detach())
+    assert torch.equal(y, torch_bf16(x, layer)) and y.grad_fn is None
     assert kernel_calls == [128, 128, 128]
+
+
+def relative_error(got: torch.Tensor, exact: torch.Tensor) -> float:
+    return ((got.double() - exact).norm() / exact.norm()).item()
+
+
+@needs_kernel
+@pytest.mark.parametrize("rows", [1, 47, 1024, lk.MAX_ROWS + 1])
+@pytest.mark.parametrize(("k", "n"), [(32, 96), (64, 32)])
+def test_linear_in_with_gradients_runs_the_training_kernels(
+    rows: int, k: int, n: int, threads: int
+) -> None:
+    """The forward and the input gradient are torch's to the bit; the parameters' float32
+    gradients are sums in float32, far closer to the exact ones than torch's (which it rounds
+    to bfloat16)."""
+    layer = make_layer(k, n, seed=rows + n)
+    x = torch.randn(rows, k).bfloat16().requires_grad_()
+    dy = torch.randn(rows, n).bfloat16()
+    y = bf16_in(layer, x)
+    assert y.grad_fn is not None and "TrainingLinear" in type(y.grad_fn).__name__
+    y.backward(dy)
+    got = (y.detach(), x.grad, layer.weight.grad, layer.bias.grad)
+    x.grad = layer.weight.grad = layer.bias.grad = None
+    ref = torch_bf16(x, layer)
+    ref.backward(dy)
+    assert torch.equal(got[0], ref.detach())
+    assert got[1] is not None and got[1].dtype == torch.bfloat16 and torch.equal(got[1], x.grad)
+    exact_w = dy.double().T @ x.detach().double()
+    exact_b = dy.double().sum(0)
+    for ours, theirs, exact in (
+        (got[2], layer.weight.grad, exact_w),
+        (got[3], layer.bias.grad, exact_b),
+    ):
+        assert ours is not None and theirs is not None and ours.dtype == torch.float32
+        assert relative_error(ours, exact) <= min(1e-5, relative_error(theirs, exact))
+
+
+@needs_kernel
+def test_training_kernels_decline_what_they_cannot_compute() -> None:
+    """Then linear_in is torch's bfloat16 linear with torch's gradients."""
+    cases = [
+        (make_layer(32, 24, seed=3), torch.randn(8, 32)),  # outputs not a multiple of 16
+        (make_layer(24, 32, seed=4), torch.randn(8, 24)),  # inputs not a multiple of 16
+        (make_layer(32, 32, seed=5, bias=False), torch.randn(8, 32)),
+        (make_layer(32, 32, seed=6), torch.randn(2, 4, 32)),  # not (rows, features)
+        (make_layer(32, 32, seed=7), torch.randn(8, 32, dtype=torch.float64)),
+    ]
+    for layer, x in cases:
+        assert lk.training_linear(layer, x) is None
+        x.requires_grad_()
+        y = bf16_in(layer, x)
+        assert "TrainingLinear" not in type(y.grad_fn).__name__
+        grads = torch.autograd.grad(y.float().sum(), [x, *layer.parameters()])
+        x_ref = x.detach().clone().requires_grad_()
+        ref = torch_bf16(x_ref, layer)
+        assert torch.equal(y, ref)
+        ref_grads = torch.autograd.grad(ref.float().sum(), [x_ref, *layer.parameters()])
+        for g, r in zip(grads, ref_grads, strict=True):
+            assert torch.equal(g, r)
 
 
 @needs_kernel
@@ -270,32 +321,6 @@ def test_linear_in_leaves_large_batches_and_other_inputs_to_torch(
         assert bf16_in(layer, torch.randn(3, 32)).dtype == torch.bfloat16
         assert linear_in(torch.float32, layer, torch.randn(3, 32)).dtype == torch.float32
     assert kernel_calls == [lk.MAX_ROWS, 3]
-
-
-@pytest.mark.skipif(
-    precision._fused_bias_linear() is None, reason="this torch has no oneDNN linear with bias"
-)
-def test_large_training_batches_add_the_bias_inside_the_product() -> None:
-    """Above FUSED_BIAS_MIN_ROWS, with gradients, linear_in runs oneDNN's fused linear: the
-    same output and input gradient as torch's bfloat16 linear to the bit, the parameters'
-    float32 gradients as the cast parameters get them."""
-    layer = make_layer(32, 96, seed=5)
-    rows = precision.FUSED_BIAS_MIN_ROWS
-    x = torch.randn(rows, 32).bfloat16().requires_grad_()
-    dy = torch.randn(rows, 96)
-    y = bf16_in(layer, x)
-    assert y.grad_fn is not None and "BfloatLinear" in type(y.grad_fn).__name__
-    y.float().backward(dy)
-    got = (y.detach(), x.grad, layer.weight.grad, layer.bias.grad)
-    x.grad = layer.weight.grad = layer.bias.grad = None
-    y = torch_bf16(x, layer)
-    y.float().backward(dy)
-    want = (y.detach(), x.grad, layer.weight.grad, layer.bias.grad)
-    for name, g, w in zip(("output", "dx", "dweight", "dbias"), got, want, strict=True):
-        assert g.dtype == w.dtype and torch.equal(g, w), name
-    # One row fewer: torch's own linear (its autograd nodes).
-    small = bf16_in(layer, x[1:])
-    assert "BfloatLinear" not in type(small.grad_fn).__name__
 
 
 Change = Callable[[nn.Linear], Callable[[], None]]

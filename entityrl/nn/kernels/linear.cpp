@@ -333,6 +333,29 @@ static int64_t mlp_backward_rows(const Mlp& m, const MlpGrad& g, int64_t m0, int
     return 0;
 }
 
+// One thread's share of a linear layer's backward: rows [m0, m1) of dx = dy W (if dx is not
+// NULL; wt: W^T packed) and the sums over those rows of dy^T x and of dy, added into sums
+// (dW (N, K), then db (N), zeroed by the caller).
+static int64_t linear_backward_rows(const __m512i* wt, const uint16_t* x, const uint16_t* dy,
+                                    uint16_t* dx, int64_t N, int64_t K, int64_t m0, int64_t m1,
+                                    float* sums) {
+    const int64_t half = CHUNK / 2;
+    uint32_t* buf = (uint32_t*)aligned_alloc(64, round_up(half * (N + K) * 4, 64));
+    if (!buf) return -5;
+    uint32_t *dyp = buf, *xp = buf + half * N;
+    for (int64_t c = m0; c < m1; c += CHUNK) {
+        const int64_t n = m1 - c < CHUNK ? m1 - c : CHUNK;
+        const uint16_t *xc = x + c * K, *dyc = dy + c * N;
+        if (dx) rows(Problem{dyc, wt, nullptr, dx + c * K, true, K, N}, 0, n);
+        add_rows(dyc, n, N, sums + N * K);
+        pair_rows(dyc, n, N, dyp);
+        pair_rows(xc, n, K, xp);
+        outer(dyp, N, xp, K, (n + 1) / 2, sums);
+    }
+    free(buf);
+    return 0;
+}
+
 // Threads for work of this many VDPBF16PS instructions.
 static int64_t threads_for(int64_t products, int64_t nthreads) {
     const int64_t nt = products / MIN_PER_THREAD;
@@ -434,6 +457,43 @@ int64_t mlp_forward(const void* x, const float* w1, const float* b1, void* s1, c
 #else
     (void)x, (void)w1, (void)b1, (void)s1, (void)w2, (void)b2, (void)s2, (void)res, (void)y,
         (void)nthreads;
+    return -3;
+#endif
+}
+
+// The gradients of lin_forward's output for bfloat16 x (M, K) and dy (M, N): dx (M, K)
+// bfloat16 = dy w, rounded as torch's product (skipped if dx is NULL), and the float32
+// dw (N, K) = dy^T x and db (N) = the sum of dy's rows (overwritten; torch's path rounds these
+// two to bfloat16). N and K are multiples of 16. The sums over rows depend on the thread
+// count, not on the scheduling.
+int64_t lin_backward(const void* x, const void* dy, const float* w, void* dx, float* dw,
+                     float* db, int64_t M, int64_t N, int64_t K, int64_t nthreads) {
+    if (M < 0 || N < 16 || K < 16 || N % 16 || K % 16) return -2;
+#if LIN_SUPPORTED
+    const int64_t nt = threads_for(M * 3 * N * K / 32, nthreads);
+    const int64_t per_thread = round_up(N * K + N, 16), wt_bytes = blocks(K) * pairs(N) * 64;
+    uint8_t* work = (uint8_t*)aligned_alloc(64, wt_bytes + nt * per_thread * 4);
+    if (!work) return -5;
+    float* sums = (float*)(work + wt_bytes);
+    memset(sums, 0, nt * per_thread * 4);
+    int64_t failed = pack_values(w, K, N, 1, K, (uint32_t*)work);  // W^T: (k, n) = w[n][k]
+    if (!failed)
+        run_threads(nt, [&](int64_t t) {
+            if (linear_backward_rows((const __m512i*)work, (const uint16_t*)x,
+                                     (const uint16_t*)dy, (uint16_t*)dx, N, K, M * t / nt,
+                                     M * (t + 1) / nt, sums + t * per_thread))
+                __atomic_store_n(&failed, -5, __ATOMIC_RELAXED);
+        });
+    if (!failed) {
+        for (int64_t t = 1; t < nt; t++)  // in a fixed order
+            for (int64_t i = 0; i < per_thread; i++) sums[i] += sums[t * per_thread + i];
+        memcpy(dw, sums, N * K * 4);
+        memcpy(db, sums + N * K, N * 4);
+    }
+    free(work);
+    return failed;
+#else
+    (void)x, (void)dy, (void)w, (void)dx, (void)dw, (void)db, (void)nthreads;
     return -3;
 #endif
 }
