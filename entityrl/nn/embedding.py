@@ -168,6 +168,9 @@ class EntityEmbedding(nn.Module):
             if key in self.norms:
                 feats = self.norms[key](feats)
             embedded[name] = self.projections[key](feats)
+        if layout.sole_type:  # already in slot order: no copy
+            (x,) = embedded.values()
+            return x.contiguous()  # (a featureless type's embedding is an expanded view)
         # The dtype follows the projections' parameters (float32 unless the caller converts).
         dtype = next(iter(embedded.values())).dtype if embedded else torch.float32
         # Padding slots stay zero (finite through every later layer; never read).

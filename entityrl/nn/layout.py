@@ -68,11 +68,14 @@ class BatchLayout:
     num_rows: int
     num_slots: int
     lengths: npt.NDArray[np.int64]  # (R,) entities per row (incl. global token)
+    inverse_lengths: torch.Tensor  # (R, 1) float32: 1 / lengths, 1 for rows without entities
     type_positions: dict[str, torch.Tensor]  # slot of every entity of each type
     slot_row: torch.Tensor  # (slots,) row of each slot; num_rows for padding slots
     row_slot: npt.NDArray[np.int64]  # (R,) slot of each row's first entity
     buckets: list[Bucket]  # the padded grids; empty when packed
     padded: bool  # some slots are padding
+    # One entity type (no global token), packed without padding: its entities are the slots.
+    sole_type: bool
     visible: torch.Tensor | None  # (slots,) bool, None when everything is visible
 
 
@@ -162,11 +165,13 @@ def build_layout(
         num_rows=rows,
         num_slots=slots,
         lengths=lengths,
+        inverse_lengths=_tensor((1 / np.maximum(lengths, 1)).astype(np.float32)[:, None]),
         type_positions=type_positions,
         slot_row=_tensor(slot_row),
         row_slot=row_slot,
         buckets=buckets,
         padded=slots != int(lengths.sum()),
+        sole_type=len(type_lengths) == 1 and not grids and slots == used,
         visible=visible,
     )
 

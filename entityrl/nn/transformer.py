@@ -189,8 +189,7 @@ class RowPooling(nn.Module):
 def row_mean(x: torch.Tensor, layout: BatchLayout) -> torch.Tensor:
     """Mean of each row's entities (zeros for a row without entities); padding is ignored."""
     total = x.new_zeros(layout.num_rows + 1, x.shape[1]).index_add_(0, layout.slot_row, x)
-    counts = torch.from_numpy(layout.lengths).clamp(min=1).to(x.dtype)
-    return total[:-1] / counts.unsqueeze(1)
+    return total[:-1] * layout.inverse_lengths.to(x.dtype)
 
 
 class Block(nn.Module):

@@ -51,3 +51,13 @@ def test_padding_slots_belong_to_no_row(counts: list[tuple[int, int]]) -> None:
             assert (slot_row[start : start + layout.lengths[r]] == r).all()
         if grids:
             assert sum(b.rows * b.width for b in layout.buckets) == layout.num_slots
+        # Sole type: the one type's entities are the slots, in order (the embedding then skips
+        # placing them); claimed for every packed unpadded batch of one type, never otherwise.
+        for names in (["A"], ["B"], ["A", "B"]):
+            for token in (False, True):
+                layout = build_layout(obs, names, global_token=token, grids=grids)
+                one_type = len(names) == 1 and not token
+                assert layout.sole_type == (one_type and not grids and not layout.padded)
+                if layout.sole_type:
+                    positions = layout.type_positions[names[0]].numpy()
+                    assert np.array_equal(positions, np.arange(layout.num_slots))
