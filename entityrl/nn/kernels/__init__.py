@@ -209,10 +209,7 @@ class _RaggedAttention(torch.autograd.Function):
     def forward(
         ctx: Any, qkv: torch.Tensor, kernel: _Kernel, args: _Args, keep: tuple
     ) -> torch.Tensor:
-        size = kernel.saved_size(args.row_len, args.rows, args.n_head, args.dtype)
-        _check(-1 if size < 0 else 0)
-        saved = torch.empty(size, dtype=torch.float32)
-        out = _forward(kernel, qkv, saved, args)
+        out, saved = _forward_for_backward(kernel, qkv, args)
         ctx.save_for_backward(qkv, saved)
         ctx.kernel, ctx.args, ctx.keep = kernel, args, keep
         return out
@@ -221,28 +218,45 @@ class _RaggedAttention(torch.autograd.Function):
     @once_differentiable
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None, None]:
         qkv, saved = ctx.saved_tensors
-        rs, rl, vis, rows, n_head, d_head, dtype = ctx.args
-        grad = grad.to(qkv.dtype).contiguous()
-        dqkv = torch.empty_like(qkv)
-        _check(
-            ctx.kernel.backward(
-                qkv.data_ptr(),
-                grad.data_ptr(),
-                saved.data_ptr(),
-                saved.numel(),
-                dqkv.data_ptr(),
-                rs,
-                rl,
-                vis,
-                rows,
-                qkv.shape[0],
-                n_head,
-                d_head,
-                dtype,
-                torch.get_num_threads(),
-            )
+        return _backward(ctx.kernel, qkv, saved, grad, ctx.args), None, None, None
+
+
+def _forward_for_backward(
+    kernel: _Kernel, qkv: torch.Tensor, args: _Args
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The forward, and what it saves for the backward."""
+    size = kernel.saved_size(args.row_len, args.rows, args.n_head, args.dtype)
+    _check(-1 if size < 0 else 0)
+    saved = torch.empty(size, dtype=torch.float32)
+    return _forward(kernel, qkv, saved, args), saved
+
+
+def _backward(
+    kernel: _Kernel, qkv: torch.Tensor, saved: torch.Tensor, grad: torch.Tensor, args: _Args
+) -> torch.Tensor:
+    """The gradient of ``qkv`` from the gradient of the forward's output."""
+    rs, rl, vis, rows, n_head, d_head, dtype = args
+    grad = grad.to(qkv.dtype).contiguous()
+    dqkv = torch.empty_like(qkv)
+    _check(
+        kernel.backward(
+            qkv.data_ptr(),
+            grad.data_ptr(),
+            saved.data_ptr(),
+            saved.numel(),
+            dqkv.data_ptr(),
+            rs,
+            rl,
+            vis,
+            rows,
+            qkv.shape[0],
+            n_head,
+            d_head,
+            dtype,
+            torch.get_num_threads(),
         )
-        return dqkv, None, None, None
+    )
+    return dqkv
 
 
 def reference_attention(

@@ -310,31 +310,46 @@ class _TrainingLinear(torch.autograd.Function):
         weight, bias = weight.contiguous(), bias.contiguous()
         ctx.save_for_backward(x, weight)
         ctx.kernel = kernel
-        fused = _fused_bias_linear()
-        if x.shape[0] <= MAX_ROWS or fused is None:
-            state = layer_state(kernel, layer, weight)
-            return _forward(kernel, x, weight, bias, state, torch.bfloat16)
-        return fused(x, weight.to(torch.bfloat16), bias.to(torch.bfloat16), "none", [], "")
+        return _training_forward(kernel, layer, x, weight, bias)
 
     @staticmethod
     @once_differentiable
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         x, weight = ctx.saved_tensors
-        grad = grad.to(torch.bfloat16).contiguous()
-        n, k = weight.shape
-        dx = torch.empty_like(x) if ctx.needs_input_grad[0] else None
-        dw, db = torch.empty_like(weight), torch.empty(n, dtype=torch.float32)
-        err = ctx.kernel.backward(
-            x.data_ptr(),
-            grad.data_ptr(),
-            weight.data_ptr(),
-            None if dx is None else dx.data_ptr(),
-            dw.data_ptr(),
-            db.data_ptr(),
-            x.shape[0],
-            n,
-            k,
-            torch.get_num_threads(),
-        )
-        _check(err, "linear backward")
-        return dx, dw, db, None, None
+        return (*_backward(ctx.kernel, x, grad, weight, ctx.needs_input_grad[0]), None, None)
+
+
+def _training_forward(
+    kernel: _Kernel, layer: nn.Linear, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
+) -> torch.Tensor:
+    """training_linear's product of contiguous bfloat16 ``x`` and ``layer``'s contiguous
+    float32 ``weight`` and ``bias``."""
+    fused = _fused_bias_linear()
+    if x.shape[0] <= MAX_ROWS or fused is None:
+        return _forward(kernel, x, weight, bias, layer_state(kernel, layer, weight), torch.bfloat16)
+    return fused(x, weight.to(torch.bfloat16), bias.to(torch.bfloat16), "none", [], "")
+
+
+def _backward(
+    kernel: _Kernel, x: torch.Tensor, grad: torch.Tensor, weight: torch.Tensor, need_x: bool
+) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor]:
+    """(dx or None, dweight, dbias) of training_linear's product of the contiguous bfloat16
+    ``x`` and the float32 ``weight``, from the gradient of its output."""
+    grad = grad.to(torch.bfloat16).contiguous()
+    n, k = weight.shape
+    dx = torch.empty_like(x) if need_x else None
+    dw, db = torch.empty_like(weight), torch.empty(n, dtype=torch.float32)
+    err = kernel.backward(
+        x.data_ptr(),
+        grad.data_ptr(),
+        weight.data_ptr(),
+        None if dx is None else dx.data_ptr(),
+        dw.data_ptr(),
+        db.data_ptr(),
+        x.shape[0],
+        n,
+        k,
+        torch.get_num_threads(),
+    )
+    _check(err, "linear backward")
+    return dx, dw, db

@@ -123,28 +123,42 @@ class _FusedMlp(torch.autograd.Function):
     @once_differentiable
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         x, w1, b1, w2 = ctx.saved_tensors
-        f, d = w1.shape
-        grad_residual = grad  # the residual passes through unchanged
-        grad = grad.to(torch.bfloat16).contiguous()
-        dx = torch.empty_like(x)
-        dw1, db1 = torch.empty_like(w1), torch.empty_like(b1)
-        dw2, db2 = torch.empty_like(w2), torch.empty(d, dtype=torch.float32)
-        err = ctx.kernel.mlp_backward(
-            x.data_ptr(),
-            grad.data_ptr(),
-            w1.data_ptr(),
-            b1.data_ptr(),
-            ctx.state.data_ptr(),
-            w2.data_ptr(),
-            dx.data_ptr(),
-            dw1.data_ptr(),
-            db1.data_ptr(),
-            dw2.data_ptr(),
-            db2.data_ptr(),
-            x.shape[0],
-            d,
-            f,
-            torch.get_num_threads(),
-        )
-        linear._check(err, "fused MLP backward")
-        return dx, dw1, db1, dw2, db2, grad_residual, None, None
+        # The residual passes its gradient through unchanged.
+        return (*_backward(ctx.kernel, ctx.state, x, grad, w1, b1, w2), grad, None, None)
+
+
+def _backward(
+    kernel: Any,
+    state: torch.Tensor,
+    x: torch.Tensor,
+    grad: torch.Tensor,
+    w1: torch.Tensor,
+    b1: torch.Tensor,
+    w2: torch.Tensor,
+) -> tuple[torch.Tensor, ...]:
+    """(dx, dw1, db1, dw2, db2) of the MLP of the contiguous bfloat16 ``x``, from the gradient
+    of its output; ``state``: ``w1``'s packing."""
+    f, d = w1.shape
+    grad = grad.to(torch.bfloat16).contiguous()
+    dx = torch.empty_like(x)
+    dw1, db1 = torch.empty_like(w1), torch.empty_like(b1)
+    dw2, db2 = torch.empty_like(w2), torch.empty(d, dtype=torch.float32)
+    err = kernel.mlp_backward(
+        x.data_ptr(),
+        grad.data_ptr(),
+        w1.data_ptr(),
+        b1.data_ptr(),
+        state.data_ptr(),
+        w2.data_ptr(),
+        dx.data_ptr(),
+        dw1.data_ptr(),
+        db1.data_ptr(),
+        dw2.data_ptr(),
+        db2.data_ptr(),
+        x.shape[0],
+        d,
+        f,
+        torch.get_num_threads(),
+    )
+    linear._check(err, "fused MLP backward")
+    return dx, dw1, db1, dw2, db2

@@ -333,7 +333,8 @@ static int64_t layer_norm_forward(const float* x, const R* res, float* sum, cons
 }
 
 // dsum NULL: the plain layer norm's backward. Else the layer norm of a sum x + res, whose sum
-// was also an output: dx = dsum + the layer norm's gradient, and dres its copy in res's type.
+// was also an output (or x reached the loss by another path too): dx = dsum + the layer
+// norm's gradient, and dres (unless NULL) its copy in res's type.
 template <class E, class R>
 static int64_t layer_norm_backward(const E* dy, const float* dsum, const float* x,
                                    const float* mean, const float* rstd, const float* w,
@@ -364,7 +365,7 @@ static int64_t layer_norm_backward(const E* dy, const float* dsum, const float* 
                         for (int64_t v = 0; v < row.n; v++) {
                             const vf g = row.get(dx + r * D, v) + row.get(dsum + r * D, v);
                             row.put(dx + r * D, v, g);
-                            row.put(dres + r * D, v, g);
+                            if (dres) row.put(dres + r * D, v, g);
                         }
             }
         });
@@ -415,8 +416,9 @@ int64_t pw_layer_norm_forward(const float* x, const void* res, int64_t res_dtype
 
 // dy (N, D) in dtype; x (the sum, for a layer norm of a sum), mean, rstd, w as the forward had
 // them; writes dx (N, D) unless NULL and dw, db (D) unless NULL (both or neither), all
-// float32. dsum NULL: a plain layer norm. Else the gradient of the sum output (N, D) float32,
-// added to dx, which is also written to dres (N, D) in res_dtype.
+// float32. dsum NULL: a plain layer norm. Else the gradient of the sum output (N, D) float32
+// (or of x by another path), added to dx, which is also written to dres (N, D) in res_dtype
+// unless dres is NULL.
 int64_t pw_layer_norm_backward(const void* dy, int64_t dtype, const float* dsum,
                                const float* x, const float* mean, const float* rstd,
                                const float* w, float* dx, void* dres, int64_t res_dtype,

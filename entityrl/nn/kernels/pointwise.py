@@ -167,33 +167,64 @@ class _LayerNorm(torch.autograd.Function):
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         x, weight, mean, rstd = ctx.saved_tensors
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
-        grad = grad.to(ctx.out_dtype).contiguous()
-        dx = torch.empty_like(x) if need_x else None
-        dw, db = (
-            (torch.empty_like(weight), torch.empty_like(weight))
-            if need_w or need_b
-            else (None, None)
+        dx, _, dw, db = _ln_backward(
+            ctx.kernel,
+            grad,
+            ctx.out_dtype,
+            x,
+            mean,
+            rstd,
+            weight,
+            need_x=need_x,
+            need_params=need_w or need_b,
         )
-        d = x.shape[-1]
-        err = ctx.kernel.ln_backward(
-            grad.data_ptr(),
-            _DTYPE_CODES[ctx.out_dtype],
-            None,
-            x.data_ptr(),
-            mean.data_ptr(),
-            rstd.data_ptr(),
-            weight.data_ptr(),
-            None if dx is None else dx.data_ptr(),
-            None,
-            0,
-            None if dw is None else dw.data_ptr(),
-            None if db is None else db.data_ptr(),
-            x.numel() // d,
-            d,
-            torch.get_num_threads(),
-        )
-        _check(err, "layer_norm backward")
         return dx, dw if need_w else None, db if need_b else None, None, None, None
+
+
+def _ln_backward(
+    kernel: _Kernel,
+    grad: torch.Tensor,
+    out_dtype: torch.dtype,
+    x: torch.Tensor,
+    mean: torch.Tensor,
+    rstd: torch.Tensor,
+    weight: torch.Tensor,
+    grad_x: torch.Tensor | None = None,
+    res_dtype: torch.dtype | None = None,
+    need_x: bool = True,
+    need_params: bool = True,
+) -> tuple[torch.Tensor | None, ...]:
+    """The kernel's backward of the layer norm of ``x`` (float32; ``mean``, ``rstd``: its
+    forward's statistics) from ``grad``, the gradient of its output (cast to ``out_dtype``).
+    ``grad_x``: a float32 gradient reaching ``x`` by another path, added to its gradient;
+    ``res_dtype``: also return that gradient in this dtype (for the residual of
+    add_layer_norm). Returns (dx, dres, dweight, dbias), None for what was not asked."""
+    grad = grad.to(out_dtype).contiguous()
+    if grad_x is not None:
+        grad_x = grad_x.to(torch.float32).contiguous()
+    dx = torch.empty_like(x) if need_x else None
+    dres = None if res_dtype is None else torch.empty(x.shape, dtype=res_dtype)
+    dw, db = (torch.empty_like(weight), torch.empty_like(weight)) if need_params else (None, None)
+    d = x.shape[-1]
+    err = kernel.ln_backward(
+        grad.data_ptr(),
+        _DTYPE_CODES[out_dtype],
+        None if grad_x is None else grad_x.data_ptr(),
+        x.data_ptr(),
+        mean.data_ptr(),
+        rstd.data_ptr(),
+        weight.data_ptr(),
+        None if dx is None else dx.data_ptr(),
+        None if dres is None else dres.data_ptr(),
+        0 if res_dtype is None else _DTYPE_CODES[res_dtype],
+        None if dw is None else dw.data_ptr(),
+        None if db is None else db.data_ptr(),
+        x.numel() // d,
+        d,
+        torch.get_num_threads(),
+    )
+    _check(err, "layer_norm backward")
+    return dx, dres, dw, db
 
 
 def add_layer_norm(
@@ -267,29 +298,9 @@ class _AddLayerNorm(torch.autograd.Function):
     ) -> tuple[torch.Tensor | None, ...]:
         # (An output that was not used gets a gradient of zeros: autograd materializes it.)
         total, weight, mean, rstd = ctx.saved_tensors
-        grad = grad.to(ctx.out_dtype).contiguous()
-        grad_total = grad_total.to(torch.float32).contiguous()
-        dx, dres = torch.empty_like(total), torch.empty(total.shape, dtype=ctx.res_dtype)
-        dw, db = torch.empty_like(weight), torch.empty_like(weight)
-        d = total.shape[-1]
-        err = ctx.kernel.ln_backward(
-            grad.data_ptr(),
-            _DTYPE_CODES[ctx.out_dtype],
-            grad_total.data_ptr(),
-            total.data_ptr(),
-            mean.data_ptr(),
-            rstd.data_ptr(),
-            weight.data_ptr(),
-            dx.data_ptr(),
-            dres.data_ptr(),
-            _DTYPE_CODES[ctx.res_dtype],
-            dw.data_ptr(),
-            db.data_ptr(),
-            total.numel() // d,
-            d,
-            torch.get_num_threads(),
+        dx, dres, dw, db = _ln_backward(
+            ctx.kernel, grad, ctx.out_dtype, total, mean, rstd, weight, grad_total, ctx.res_dtype
         )
-        _check(err, "add_layer_norm backward")
         return dx, dres, dw, db, None, None, None
 
 
