@@ -11,7 +11,7 @@
 //   forward   S = Q K^T in tiles of TI queries x all keys, vectorised over keys (K is
 //             transposed once per row, W x W blocks in registers); softmax over the keys, in
 //             registers for rows of up to NB_MAX vectors of keys; O = P V vectorised over
-//             features (V read in place), 8 queries at a time.
+//             features (V read in place; interleaved for pairs, below), 8 queries at a time.
 //   backward  dP = dO V^T (V transposed like K), dS = P * (dP - rowsum(P * dP)) * scale,
 //             dQ = dS K (tiles of queries), dK = dS^T Q and dV = P^T dO (tiles of keys, no
 //             transposes).
@@ -19,16 +19,15 @@
 // exact products per lane and instruction); the forward then saves only each query's largest
 // score and 1 / sum of exponentials, and the backward recomputes P from them tile by tile
 // (K transposed too), which costs less than writing the whole P (padded to the tiles, twice
-// the size of qkv at 34 tokens) and reading it back. The backward's products dQ, dK and dV
-// take pairs too: P and dS are rounded to bfloat16 (one more rounding of each term, well below
-// that of the bfloat16 result) and paired over keys for dQ, over queries for dK and dV, whose
-// other operands are the rows interleaved two by two. With float dot products recomputing
+// the size of qkv at 34 tokens) and reading it back. The products O = P V, dQ, dK and dV take
+// pairs too: P and dS are rounded to bfloat16 (one more rounding of each term, of the order of
+// that of the bfloat16 result) and paired over keys for O and dQ, over queries for dK and dV,
+// whose other operands are the rows interleaved two by two. With float dot products recomputing
 // costs more, and the forward saves P. Rows of up to SHORT tokens skip the tiles (dot products
 // over features, scalar softmax); a one-token row's output is its value. Rows are split
 // between threads by estimated work. Accumulation is always in float32; bfloat16 rows are
-// widened into per-thread scratch first (as are heads whose width needs padding; the
-// backward's pairs read unpadded bfloat16 rows as they are) and results are rounded to nearest
-// even.
+// widened into per-thread scratch first (as are heads whose width needs padding; pairs read
+// unpadded bfloat16 rows as they are) and results are rounded to nearest even.
 
 #include <type_traits>
 
@@ -378,17 +377,6 @@ INL V<16>::T madd(V<16>::T acc, V<16>::T k, uint32_t x) {
 }
 INL V<8>::T madd(V<8>::T acc, V<8>::T k, uint32_t x) {
     return (V<8>::T)_mm256_dpbf16_ps((__m256)acc, (__m256bh)k, (__m256bh)_mm256_set1_epi32(x));
-}
-
-// Rows 2e and 2e + 1 of T (DP rows of np floats holding bfloat16 values, as transpose_rows
-// leaves the keys or values of a head) become row e of pairs, in place (row e is read before
-// it is written).
-static void pack_pairs(float* T, int64_t DP, int64_t np) {
-    for (int64_t e = 0; e < DP / 2; e++)
-        for (int64_t j = 0; j < np; j += W) {
-            const vu lo = (vu)load<W>(T + 2 * e * np + j), hi = (vu)load<W>(T + (2 * e + 1) * np + j);
-            store<W>(T + e * np + j, (vf)((hi & 0xffff0000u) | (lo >> 16)));
-        }
 }
 
 // The `parts` column blocks of HPp features of n rows as bfloat16 (as pairs, *ld their stride
@@ -869,20 +857,27 @@ NOINL void weights_head(const E* Q, int64_t ldq, const E* KT, int64_t n, int64_t
     }
 }
 
-// Q: the head's queries (rows of stride ldq), KT: its keys transposed, Vh: its values (rows of
-// stride ldv); stats: its (2, nq) statistics and P its weights, see saved_of.
+// Q: the head's queries (rows of stride ldq), KT: its keys transposed; stats: its (2, nq)
+// statistics and P its weights (rows of np floats), see saved_of. Then O = P V over nk rows of
+// V (stride ldv): with floats, the head's values, nk = n; with pairs, its values interleaved
+// by pairs of rows (interleave_rows), nk = (n + 1) / 2, and P rounded to bfloat16 into Pb.
 template <int DP, class E>
-static void forward_head(const E* Q, int64_t ldq, const E* KT, const float* Vh, int64_t ldv,
-                         int64_t n, int64_t np, const float* bpad, const float* bvis,
-                         const uint8_t* vis, float* stats, float* P, float* O, int64_t ldo,
-                         const float* zero, float scale) {
+static void forward_head(const E* Q, int64_t ldq, const E* KT, const E* V, int64_t ldv,
+                         int64_t nk, int64_t n, int64_t np, const float* bpad, const float* bvis,
+                         const uint8_t* vis, float* stats, float* P, uint16_t* Pb, float* O,
+                         int64_t ldo, const float* zero, float scale) {
     // All the weights of the head first, then the outputs: the mixing loads single weights
     // that were just stored as vectors, which stalls when it follows the store too closely.
     with_nb<0>(nb_of(np), [&](auto NBc) {
         weights_head<DP, decltype(NBc)::value>(Q, ldq, KT, n, np, bpad, bvis, vis, stats, P,
                                                zero, scale);
     });
-    mix_rows<DP>(P, np, Vh, ldv, n, n, O, ldo);
+    if constexpr (PACK<E> == 2) {
+        narrow(P, Pb, 1, 0, round_up(n, TI) * np);
+        mix_rows<DP>((const E*)Pb, np / 2, V, ldv, nk, n, O, ldo);
+    } else {
+        mix_rows<DP>(P, np, V, ldv, nk, n, O, ldo);
+    }
 }
 
 template <int DP, class E>
@@ -891,9 +886,12 @@ static bool forward_rows(const Ctx& c, int64_t r0, int64_t r1, int64_t soff) {
     const int64_t npmax = round_up(c.maxn > 0 ? c.maxn : 1, W);
     const int64_t nqmax = round_up(npmax, TI);
     constexpr bool pairs = PACK<E> == 2, recompute = RECOMPUTE<E>;
+    const bool padded = c.D != c.DP || c.H * c.DP != HPp;
     Carver cv;
     const size_t o_x = c.direct ? 0 : cv.add(npmax * 3 * HPp);
-    [[maybe_unused]] const size_t o_qb = pairs ? cv.add(npmax * HPp / 2) : 0;
+    [[maybe_unused]] const size_t o_qb = pairs ? cv.add(npmax * 3 * HPp / 2) : 0;
+    [[maybe_unused]] const size_t o_vi = pairs ? cv.add(npmax / 2 * HPp) : 0;
+    const size_t o_pb = pairs ? cv.add(nqmax * npmax / 2) : 0;
     const size_t o_kt = cv.add(HPp * npmax);
     const size_t o_bias = cv.add(2 * npmax);
     const size_t o_p = cv.add(nqmax * npmax);
@@ -935,7 +933,8 @@ static bool forward_rows(const Ctx& c, int64_t r0, int64_t r1, int64_t soff) {
             O = (float*)c.out + base * HD;
             ldo = HD;
         } else {
-            copy_in(c, c.qkv, base, ld, 3, n, buf + o_x);
+            // Pairs take unpadded bfloat16 rows as they are: floats only for short rows.
+            if (!pairs || n <= SHORT || padded) copy_in(c, c.qkv, base, ld, 3, n, buf + o_x);
             X = buf + o_x;
             ldx = 3 * HPp, ko = HPp, vo = 2 * HPp;
             O = buf + o_o;
@@ -949,23 +948,30 @@ static bool forward_rows(const Ctx& c, int64_t r0, int64_t r1, int64_t soff) {
         } else {
             float* stats = recompute && saved ? saved : buf + o_stats;
             key_masks(n, np, vis, bpad, bvis);
-            transpose_rows(X, ldx, ko, HPp, n, np, kt);
             const E* Q = (const E*)X;
-            int64_t ldq = ldx;
+            const E* V = (const E*)(X + vo);
+            int64_t ldq = ldx, ldv = ldx, nk = n;
+            if constexpr (!pairs) {
+                transpose_rows(X, ldx, ko, HPp, n, np, kt);
+            } else {
 #ifdef BF16_DOTS
-            if (pairs) {
-                for (int64_t h = 0; h < c.H; h++) pack_pairs(kt + h * DP * np, DP, np);
-                ldq = ld;
-                Q = (const E*)pairs_of(c, (const uint16_t*)c.qkv + base * ld, &ldq, X, ldx, 1, n,
-                                       buf + o_qb);
-            }
+                // The rows as bfloat16 pairs, the keys transposed (pairs of features, as
+                // dots_tile takes them; whole vectors of columns, so past narrow keys the
+                // first values too, unused) and the values interleaved by pairs of rows.
+                Q = pairs_of(c, (const uint16_t*)c.qkv + base * ld, &ldq, X, ldx, 3, n,
+                             buf + o_qb);
+                transpose_rows((const float*)Q, ldq, HPp / 2, round_up(HPp / 2, W), n, np, kt);
+                uint32_t* Vi = (uint32_t*)(buf + o_vi);
+                interleave_rows((const uint16_t*)Q, 2 * ldq, 2 * HPp, HPp, n, Vi);
+                V = Vi, ldv = HPp, nk = (n + 1) / 2;
 #endif
+            }
             for (int64_t h = 0; h < c.H; h++)
-                forward_head<DP, E>(Q + h * DP / PACK<E>, ldq, (const E*)(kt + h * DP * np),
-                                    X + vo + h * DP, ldx, n, np, bpad, bvis, vis,
+                forward_head<DP, E>(Q + h * DP / PACK<E>, ldq, (const E*)(kt + h * DP / PACK<E> * np),
+                                    V + h * DP, ldv, nk, n, np, bpad, bvis, vis,
                                     stats + 2 * h * nq,
                                     !recompute && saved ? saved + h * nq * np : buf + o_p,
-                                    O + h * DP, ldo, zero, c.scale);
+                                    (uint16_t*)(buf + o_pb), O + h * DP, ldo, zero, c.scale);
         }
         if (!c.direct) copy_out(c, O, 1, n, c.out, base, HD);
         if (c.saved) soff += saved_of(n, c.H, recompute);
