@@ -411,6 +411,7 @@ static void interleave_rows(const uint16_t* Y, int64_t ld, int64_t col0, int64_t
         }
     }
 }
+
 #endif
 
 // Where the backward with pairs keeps the bfloat16 operands of dQ = dS K, which sums over
@@ -423,26 +424,35 @@ struct PairGrads {
     uint32_t* pp;
 };
 
-// Packs the weights P and score gradients dS (TI rows of np floats) of the tile of TI queries
-// from i (a multiple of TI) into o, rounded to bfloat16.
-INL void pack_tile(const float* P, const float* dS, int64_t np, int64_t i, const PairGrads& o) {
-    for (int t = 0; t < TI; t += 2) {
-        uint16_t* sb = o.dsb + (i + t) * np;
-        uint32_t* sp = o.dsp + (i + t) / 2 * np;
-        uint32_t* pp = o.pp + (i + t) / 2 * np;
-        for (int64_t j = 0; j < np; j += W) {
-            const vh s0 = f32_to_bf16(load<W>(dS + t * np + j));
-            const vh s1 = f32_to_bf16(load<W>(dS + (t + 1) * np + j));
-            *(vhu*)(sb + j) = s0;
-            *(vhu*)(sb + np + j) = s1;
-            const vu p0 = __builtin_convertvector(f32_to_bf16(load<W>(P + t * np + j)), vu);
-            const vu p1 = __builtin_convertvector(f32_to_bf16(load<W>(P + (t + 1) * np + j)), vu);
-            const vu ds = __builtin_convertvector(s0, vu) | __builtin_convertvector(s1, vu) << 16;
-            store<W>((float*)(sp + j), (vf)ds);
-            store<W>((float*)(pp + j), (vf)(p0 | p1 << 16));
-        }
-    }
+#ifdef BF16_DOTS
+// Packs a vector of weights and of score gradients of queries i and i + 1 (p0, s0 and p1, s1;
+// i even) for the same W keys into PairGrads rows (sb: row i of dsb; sp, pp: row i / 2 of dsp
+// and pp; all from the first of those keys), rounded to bfloat16.
+INL void pack_pair(vf p0, vf p1, vf s0, vf s1, uint16_t* sb, int64_t np, uint32_t* sp,
+                   uint32_t* pp) {
+    // Both rows in one vector (s0's bfloat16 in the low half), then interleaved.
+    const __m512i pairs = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9,
+                                           24, 8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1,
+                                           16, 0);
+    const __m512i s = (__m512i)_mm512_cvtne2ps_pbh((__m512)s1, (__m512)s0);
+    _mm256_storeu_si256((__m256i*)sb, _mm512_castsi512_si256(s));
+    _mm256_storeu_si256((__m256i*)(sb + np), _mm512_extracti64x4_epi64(s, 1));
+    _mm512_storeu_si512(sp, _mm512_permutexvar_epi16(pairs, s));
+    const __m512i w = (__m512i)_mm512_cvtne2ps_pbh((__m512)p1, (__m512)p0);
+    _mm512_storeu_si512(pp, _mm512_permutexvar_epi16(pairs, w));
 }
+
+// Packs the weights P and score gradients dS (TI rows of np floats) of the tile of TI queries
+// from i (a multiple of TI) into o.
+INL void pack_tile(const float* P, const float* dS, int64_t np, int64_t i, const PairGrads& o) {
+    for (int t = 0; t < TI; t += 2)
+        for (int64_t j = 0; j < np; j += W)
+            pack_pair(load<W>(P + t * np + j), load<W>(P + (t + 1) * np + j),
+                      load<W>(dS + t * np + j), load<W>(dS + (t + 1) * np + j),
+                      o.dsb + (i + t) * np + j, np, o.dsp + (i + t) / 2 * np + j,
+                      o.pp + (i + t) / 2 * np + j);
+}
+#endif
 
 // Whether rows of this dtype take pairs (and so whether the backward recomputes the weights).
 static bool takes_pairs(int64_t dtype) {
@@ -627,6 +637,34 @@ INL void grad_scores_tile(const E* const g[TI], const E* VT, const float* P, flo
         for (int b = 0; b < NB; b++) store<W>(dS + t * np + b * W, p[b] * (a[t][b] - delta) * scale);
     }
 }
+
+#ifdef BF16_DOTS
+// With pairs, for np = NB * W, all in registers: the tile's weights P recomputed (as
+// probs_tile), dS (as grad_scores_tile), both packed into pg (as pack_tile).
+template <int DP, int NB, class E>
+INL void grad_pairs_tile(const E* const q[TI], const E* const g[TI], const E* KT, const E* VT,
+                         float scale, const float* const bias[TI], const float* mx,
+                         const float* inv, int64_t i, const PairGrads& pg) {
+    constexpr int64_t np = NB * W;
+    vf p[TI][NB], d[TI][NB];
+    scores_tile<DP, NB>(q, KT, np, 0, scale, bias, p);
+#pragma GCC unroll 16
+    for (int t = 0; t < TI; t++)
+#pragma GCC unroll 16
+        for (int b = 0; b < NB; b++) p[t][b] = exp_shifted(p[t][b], mx[t]) * inv[t];
+    dots_tile<DP, NB>(g, VT, np, 0, d);
+    for (int t = 0; t < TI; t++) {
+        vf acc = vf{};
+        for (int b = 0; b < NB; b++) acc += p[t][b] * d[t][b];
+        const float delta = hsum(acc);
+        for (int b = 0; b < NB; b++) d[t][b] = p[t][b] * (d[t][b] - delta) * scale;
+    }
+    for (int t = 0; t < TI; t += 2)
+        for (int b = 0; b < NB; b++)
+            pack_pair(p[t][b], p[t + 1][b], d[t][b], d[t + 1][b], pg.dsb + (i + t) * np + b * W,
+                      np, pg.dsp + (i + t) / 2 * np + b * W, pg.pp + (i + t) / 2 * np + b * W);
+}
+#endif
 
 // out[t] = sum_j w[t][j] * rows[j] for MT weight rows w (stride ldw) and nk rows of DP features
 // (row j at R + j*ldr); stored for t < valid. Elements E as dots_tile's: with pairs, w[t][j]
@@ -1028,7 +1066,8 @@ template <int DP, int NB, class E>
 NOINL void grad_scores_head(const E* Qe, int64_t ldqe, const E* Ge, int64_t ldge, const E* KT,
                             const E* VT, int64_t n, int64_t np, const float* bpad,
                             const float* bvis, const uint8_t* vis, const float* stats, float* P,
-                            float* DS, const PairGrads& pg, const float* zero, float scale) {
+                            float* DS, [[maybe_unused]] const PairGrads& pg, const float* zero,
+                            float scale) {
     if constexpr (NB > 0) np = NB * W;  // known at compile time
     const int64_t nq = round_up(n, TI);
     for (int64_t i = 0; i < n; i += TI) {
@@ -1037,6 +1076,12 @@ NOINL void grad_scores_head(const E* Qe, int64_t ldqe, const E* Ge, int64_t ldge
         tile_rows(Qe, ldqe, i, n, zero, q);
         tile_rows(Ge, ldge, i, n, zero, g);
         tile_masks(i, n, vis, bpad, bvis, bias);
+#ifdef BF16_DOTS
+        if constexpr (RECOMPUTE<E> && NB > 0) {
+            grad_pairs_tile<DP, NB>(q, g, KT, VT, scale, bias, stats + i, stats + nq + i, i, pg);
+            continue;
+        }
+#endif
         float* Pi = RECOMPUTE<E> ? P : P + i * np;
         float* dS = RECOMPUTE<E> ? DS : DS + i * np;
         if constexpr (RECOMPUTE<E>)
@@ -1058,7 +1103,9 @@ NOINL void grad_scores_head(const E* Qe, int64_t ldqe, const E* Ge, int64_t ldge
                     store<W>(s + j, load<W>(p + j) * (load<W>(s + j) - delta) * scale);
             }
         }
+#ifdef BF16_DOTS
         if constexpr (RECOMPUTE<E>) pack_tile(Pi, dS, np, i, pg);
+#endif
     }
 }
 
