@@ -11,7 +11,7 @@
 //   forward   S = Q K^T in tiles of TI queries x all keys, vectorised over keys (K is
 //             transposed once per row, W x W blocks in registers); softmax over the keys, in
 //             registers for rows of up to NB_MAX vectors of keys; O = P V vectorised over
-//             features (V read in place), 8 queries at a time.
+//             features (V read in place; interleaved for pairs, below), 8 queries at a time.
 //   backward  dP = dO V^T (V transposed like K), dS = P * (dP - rowsum(P * dP)) * scale,
 //             dQ = dS K (tiles of queries), dK = dS^T Q and dV = P^T dO (tiles of keys, no
 //             transposes).
@@ -19,12 +19,15 @@
 // exact products per lane and instruction); the forward then saves only each query's largest
 // score and 1 / sum of exponentials, and the backward recomputes P from them tile by tile
 // (K transposed too), which costs less than writing the whole P (padded to the tiles, twice
-// the size of qkv at 34 tokens) and reading it back. With float dot products recomputing costs
-// more, and the forward saves P. Rows of up to SHORT tokens skip the tiles (dot products over
-// features, scalar softmax); a one-token row's output is its value. Rows are split between
-// threads by estimated work. Accumulation is always in float32; bfloat16 rows are widened into
-// per-thread scratch first (as are heads whose width needs padding) and results are rounded to
-// nearest even.
+// the size of qkv at 34 tokens) and reading it back. The products O = P V, dQ, dK and dV take
+// pairs too: P and dS are rounded to bfloat16 (one more rounding of each term, of the order of
+// that of the bfloat16 result) and paired over keys for O and dQ, over queries for dK and dV,
+// whose other operands are the rows interleaved two by two. With float dot products recomputing
+// costs more, and the forward saves P. Rows of up to SHORT tokens skip the tiles (dot products
+// over features, scalar softmax); a one-token row's output is its value. Rows are split
+// between threads by estimated work. Accumulation is always in float32; bfloat16 rows are
+// widened into per-thread scratch first (as are heads whose width needs padding; pairs read
+// unpadded bfloat16 rows as they are) and results are rounded to nearest even.
 
 #include <type_traits>
 
@@ -361,36 +364,93 @@ constexpr int PACK = std::is_same<E, float>::value ? 1 : 2;  // features per ele
 template <class E>
 constexpr bool RECOMPUTE = PACK<E> == 2;
 
-INL vf madd(vf acc, vf k, float x) { return acc + k * x; }
-#if W == 16 && defined(__AVX512BF16__)
+// acc + k * x, for vectors of floats of any width.
+template <class T>
+INL T madd(T acc, T k, float x) {
+    return acc + k * x;
+}
+#if W == 16 && defined(__AVX512BF16__) && defined(__AVX512VL__)
 #define BF16_DOTS
-INL vf madd(vf acc, vf k, uint32_t x) {
-    return (vf)_mm512_dpbf16_ps((__m512)acc, (__m512bh)k, (__m512bh)_mm512_set1_epi32(x));
+// acc plus, in each lane, the two products of its pair of bfloat16 in k with the pair x.
+INL V<16>::T madd(V<16>::T acc, V<16>::T k, uint32_t x) {
+    return (V<16>::T)_mm512_dpbf16_ps((__m512)acc, (__m512bh)k, (__m512bh)_mm512_set1_epi32(x));
+}
+INL V<8>::T madd(V<8>::T acc, V<8>::T k, uint32_t x) {
+    return (V<8>::T)_mm256_dpbf16_ps((__m256)acc, (__m256bh)k, (__m256bh)_mm256_set1_epi32(x));
 }
 
-// Rows 2e and 2e + 1 of T (DP rows of np floats holding bfloat16 values, as transpose_rows
-// leaves the keys or values of a head) become row e of pairs, in place (row e is read before
-// it is written).
-static void pack_pairs(float* T, int64_t DP, int64_t np) {
-    for (int64_t e = 0; e < DP / 2; e++)
-        for (int64_t j = 0; j < np; j += W) {
-            const vu lo = (vu)load<W>(T + 2 * e * np + j), hi = (vu)load<W>(T + (2 * e + 1) * np + j);
-            store<W>(T + e * np + j, (vf)((hi & 0xffff0000u) | (lo >> 16)));
-        }
-}
-
-// The first HPp columns of n rows as bfloat16 pairs, *ld their stride in pairs: the caller's
-// rows (src, stride *ld bfloat16) when heads are not padded, else the padded rows of floats
-// (X, stride ldx) narrowed again (exactly) into dst.
+// The `parts` column blocks of HPp features of n rows as bfloat16 (as pairs, *ld their stride
+// in pairs): the caller's rows (src, stride *ld bfloat16) when heads are not padded, else the
+// padded rows of floats (X, stride ldx) narrowed again (exactly) into dst.
 static const uint32_t* pairs_of(const Ctx& c, const void* src, int64_t* ld, const float* X,
-                                int64_t ldx, int64_t n, float* dst) {
+                                int64_t ldx, int parts, int64_t n, float* dst) {
     if (c.D == c.DP && c.H * c.DP == c.HPp) {
         *ld /= 2;
         return (const uint32_t*)src;
     }
-    for (int64_t j = 0; j < n; j++) narrow(X + j * ldx, dst, 1, j * c.HPp, c.HPp);
-    *ld = c.HPp / 2;
+    for (int64_t j = 0; j < n; j++) narrow(X + j * ldx, dst, 1, j * parts * c.HPp, parts * c.HPp);
+    *ld = parts * c.HPp / 2;
     return (const uint32_t*)dst;
+}
+
+// Rows 2p and 2p + 1 of n rows of bfloat16 (Y, stride ld) interleaved feature by feature,
+// from column col0: Z[p][f] holds feature f of row 2p in its low half and of row 2p + 1 in its
+// high half (0 past row n), for nf features (a multiple of W) and p < (n + 1) / 2 (rows of
+// stride nf). This is how a product that sums over rows takes them as pairs (see madd): a
+// vector of Z holds two rows.
+static void interleave_rows(const uint16_t* Y, int64_t ld, int64_t col0, int64_t nf, int64_t n,
+                            uint32_t* Z) {
+    for (int64_t p = 0; 2 * p < n; p++) {
+        const uint16_t* a = Y + 2 * p * ld + col0;
+        const uint16_t* b = a + ld;
+        const bool second = 2 * p + 1 < n;
+        for (int64_t f = 0; f < nf; f += W) {
+            const vu lo = __builtin_convertvector(*(const vhu*)(a + f), vu);
+            const vu hi = second ? __builtin_convertvector(*(const vhu*)(b + f), vu) << 16 : vu{};
+            store<W>((float*)(Z + p * nf + f), (vf)(lo | hi));
+        }
+    }
+}
+
+#endif
+
+// Where the backward with pairs keeps the bfloat16 operands of dQ = dS K, which sums over
+// pairs of keys (dsb: dS row by row, rows of np bfloat16), and of dK = dS^T Q and dV = P^T dO,
+// which sum over pairs of queries (dsp, pp: dS and P with the queries paired, row p of np
+// pairs holding queries 2p and 2p + 1).
+struct PairGrads {
+    uint16_t* dsb;
+    uint32_t* dsp;
+    uint32_t* pp;
+};
+
+#ifdef BF16_DOTS
+// Packs a vector of weights and of score gradients of queries i and i + 1 (p0, s0 and p1, s1;
+// i even) for the same W keys into PairGrads rows (sb: row i of dsb; sp, pp: row i / 2 of dsp
+// and pp; all from the first of those keys), rounded to bfloat16.
+INL void pack_pair(vf p0, vf p1, vf s0, vf s1, uint16_t* sb, int64_t np, uint32_t* sp,
+                   uint32_t* pp) {
+    // Both rows in one vector (s0's bfloat16 in the low half), then interleaved.
+    const __m512i pairs = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9,
+                                           24, 8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1,
+                                           16, 0);
+    const __m512i s = (__m512i)_mm512_cvtne2ps_pbh((__m512)s1, (__m512)s0);
+    _mm256_storeu_si256((__m256i*)sb, _mm512_castsi512_si256(s));
+    _mm256_storeu_si256((__m256i*)(sb + np), _mm512_extracti64x4_epi64(s, 1));
+    _mm512_storeu_si512(sp, _mm512_permutexvar_epi16(pairs, s));
+    const __m512i w = (__m512i)_mm512_cvtne2ps_pbh((__m512)p1, (__m512)p0);
+    _mm512_storeu_si512(pp, _mm512_permutexvar_epi16(pairs, w));
+}
+
+// Packs the weights P and score gradients dS (TI rows of np floats) of the tile of TI queries
+// from i (a multiple of TI) into o.
+INL void pack_tile(const float* P, const float* dS, int64_t np, int64_t i, const PairGrads& o) {
+    for (int t = 0; t < TI; t += 2)
+        for (int64_t j = 0; j < np; j += W)
+            pack_pair(load<W>(P + t * np + j), load<W>(P + (t + 1) * np + j),
+                      load<W>(dS + t * np + j), load<W>(dS + (t + 1) * np + j),
+                      o.dsb + (i + t) * np + j, np, o.dsp + (i + t) / 2 * np + j,
+                      o.pp + (i + t) / 2 * np + j);
 }
 #endif
 
@@ -578,12 +638,42 @@ INL void grad_scores_tile(const E* const g[TI], const E* VT, const float* P, flo
     }
 }
 
-// out[t] = sum_j w[t][j] * rows[j] for MT weight rows w (stride ldw) and n rows of DP features
-// (row j at R + j*ldr); stored for t < valid. Enough independent accumulators (MT * NV, times
-// two keys per step for narrow tiles) keep the FMA units busy despite their latency.
-template <int DP, int MT>
-INL void mix_tile(const float* w, int64_t ldw, const float* R, int64_t ldr, int64_t n,
-                  float* out, int64_t ldo, int valid) {
+#ifdef BF16_DOTS
+// With pairs, for np = NB * W, all in registers: the tile's weights P recomputed (as
+// probs_tile), dS (as grad_scores_tile), both packed into pg (as pack_tile).
+template <int DP, int NB, class E>
+INL void grad_pairs_tile(const E* const q[TI], const E* const g[TI], const E* KT, const E* VT,
+                         float scale, const float* const bias[TI], const float* mx,
+                         const float* inv, int64_t i, const PairGrads& pg) {
+    constexpr int64_t np = NB * W;
+    vf p[TI][NB], d[TI][NB];
+    scores_tile<DP, NB>(q, KT, np, 0, scale, bias, p);
+#pragma GCC unroll 16
+    for (int t = 0; t < TI; t++)
+#pragma GCC unroll 16
+        for (int b = 0; b < NB; b++) p[t][b] = exp_shifted(p[t][b], mx[t]) * inv[t];
+    dots_tile<DP, NB>(g, VT, np, 0, d);
+    for (int t = 0; t < TI; t++) {
+        vf acc = vf{};
+        for (int b = 0; b < NB; b++) acc += p[t][b] * d[t][b];
+        const float delta = hsum(acc);
+        for (int b = 0; b < NB; b++) d[t][b] = p[t][b] * (d[t][b] - delta) * scale;
+    }
+    for (int t = 0; t < TI; t += 2)
+        for (int b = 0; b < NB; b++)
+            pack_pair(p[t][b], p[t + 1][b], d[t][b], d[t + 1][b], pg.dsb + (i + t) * np + b * W,
+                      np, pg.dsp + (i + t) / 2 * np + b * W, pg.pp + (i + t) / 2 * np + b * W);
+}
+#endif
+
+// out[t] = sum_j w[t][j] * rows[j] for MT weight rows w (stride ldw) and nk rows of DP features
+// (row j at R + j*ldr); stored for t < valid. Elements E as dots_tile's: with pairs, w[t][j]
+// holds two weights and rows[j] two rows interleaved (see interleave_rows). Enough independent
+// accumulators (MT * NV, times two rows per step for narrow tiles) keep the FMA units busy
+// despite their latency.
+template <int DP, int MT, class E>
+INL void mix_tile(const E* w, int64_t ldw, const E* R, int64_t ldr, int64_t nk, float* out,
+                  int64_t ldo, int valid) {
     constexpr int DW = DP < W ? DP : W;
     constexpr int NV = DP / DW;
     constexpr int U = MT * NV >= 8 ? 1 : 2;
@@ -593,22 +683,22 @@ INL void mix_tile(const float* w, int64_t ldw, const float* R, int64_t ldr, int6
         for (int t = 0; t < MT; t++)
             for (int c = 0; c < NV; c++) o[u][t][c] = vd{};
     int64_t j = 0;
-    for (; j + U <= n; j += U) {
+    for (; j + U <= nk; j += U) {
         for (int u = 0; u < U; u++) {
             vd v[NV];
-            for (int c = 0; c < NV; c++) v[c] = load<DW>(R + (j + u) * ldr + c * DW);
+            for (int c = 0; c < NV; c++) v[c] = load<DW>((const float*)(R + (j + u) * ldr + c * DW));
             for (int t = 0; t < MT; t++) {
-                const float p = w[t * ldw + j + u];
-                for (int c = 0; c < NV; c++) o[u][t][c] += v[c] * p;
+                const E p = w[t * ldw + j + u];
+                for (int c = 0; c < NV; c++) o[u][t][c] = madd(o[u][t][c], v[c], p);
             }
         }
     }
-    for (; j < n; j++) {
+    for (; j < nk; j++) {
         vd v[NV];
-        for (int c = 0; c < NV; c++) v[c] = load<DW>(R + j * ldr + c * DW);
+        for (int c = 0; c < NV; c++) v[c] = load<DW>((const float*)(R + j * ldr + c * DW));
         for (int t = 0; t < MT; t++) {
-            const float p = w[t * ldw + j];
-            for (int c = 0; c < NV; c++) o[0][t][c] += v[c] * p;
+            const E p = w[t * ldw + j];
+            for (int c = 0; c < NV; c++) o[0][t][c] = madd(o[0][t][c], v[c], p);
         }
     }
     for (int t = 0; t < valid; t++)
@@ -619,21 +709,21 @@ INL void mix_tile(const float* w, int64_t ldw, const float* R, int64_t ldr, int6
         }
 }
 
-// mix_tile over all n rows of w (which has round_up(n, TI) rows): tiles of 2 TI rows where
-// they fit in registers and in w, TI otherwise.
-template <int DP>
-INL void mix_rows(const float* w, int64_t ldw, const float* R, int64_t ldr, int64_t n,
+// mix_tile over all n rows of w (which has round_up(n, TI) rows) and nk rows of R: tiles of
+// 2 TI rows where they fit in registers and in w, TI otherwise.
+template <int DP, class E>
+INL void mix_rows(const E* w, int64_t ldw, const E* R, int64_t ldr, int64_t nk, int64_t n,
                   float* out, int64_t ldo) {
     constexpr int NV = DP / (DP < W ? DP : W);
     int64_t i = 0;
     if (NV <= 2)
         for (; i + 2 * TI <= round_up(n, TI); i += 2 * TI) {
             const int valid = n - i < 2 * TI ? (int)(n - i) : 2 * TI;
-            mix_tile<DP, 2 * TI>(w + i * ldw, ldw, R, ldr, n, out + i * ldo, ldo, valid);
+            mix_tile<DP, 2 * TI>(w + i * ldw, ldw, R, ldr, nk, out + i * ldo, ldo, valid);
         }
     for (; i < n; i += TI) {
         const int valid = n - i < TI ? (int)(n - i) : TI;
-        mix_tile<DP, TI>(w + i * ldw, ldw, R, ldr, n, out + i * ldo, ldo, valid);
+        mix_tile<DP, TI>(w + i * ldw, ldw, R, ldr, nk, out + i * ldo, ldo, valid);
     }
 }
 
@@ -805,20 +895,27 @@ NOINL void weights_head(const E* Q, int64_t ldq, const E* KT, int64_t n, int64_t
     }
 }
 
-// Q: the head's queries (rows of stride ldq), KT: its keys transposed, Vh: its values (rows of
-// stride ldv); stats: its (2, nq) statistics and P its weights, see saved_of.
+// Q: the head's queries (rows of stride ldq), KT: its keys transposed; stats: its (2, nq)
+// statistics and P its weights (rows of np floats), see saved_of. Then O = P V over nk rows of
+// V (stride ldv): with floats, the head's values, nk = n; with pairs, its values interleaved
+// by pairs of rows (interleave_rows), nk = (n + 1) / 2, and P rounded to bfloat16 into Pb.
 template <int DP, class E>
-static void forward_head(const E* Q, int64_t ldq, const E* KT, const float* Vh, int64_t ldv,
-                         int64_t n, int64_t np, const float* bpad, const float* bvis,
-                         const uint8_t* vis, float* stats, float* P, float* O, int64_t ldo,
-                         const float* zero, float scale) {
+static void forward_head(const E* Q, int64_t ldq, const E* KT, const E* V, int64_t ldv,
+                         int64_t nk, int64_t n, int64_t np, const float* bpad, const float* bvis,
+                         const uint8_t* vis, float* stats, float* P, uint16_t* Pb, float* O,
+                         int64_t ldo, const float* zero, float scale) {
     // All the weights of the head first, then the outputs: the mixing loads single weights
     // that were just stored as vectors, which stalls when it follows the store too closely.
     with_nb<0>(nb_of(np), [&](auto NBc) {
         weights_head<DP, decltype(NBc)::value>(Q, ldq, KT, n, np, bpad, bvis, vis, stats, P,
                                                zero, scale);
     });
-    mix_rows<DP>(P, np, Vh, ldv, n, O, ldo);
+    if constexpr (PACK<E> == 2) {
+        narrow(P, Pb, 1, 0, round_up(n, TI) * np);
+        mix_rows<DP>((const E*)Pb, np / 2, V, ldv, nk, n, O, ldo);
+    } else {
+        mix_rows<DP>(P, np, V, ldv, nk, n, O, ldo);
+    }
 }
 
 template <int DP, class E>
@@ -827,9 +924,12 @@ static bool forward_rows(const Ctx& c, int64_t r0, int64_t r1, int64_t soff) {
     const int64_t npmax = round_up(c.maxn > 0 ? c.maxn : 1, W);
     const int64_t nqmax = round_up(npmax, TI);
     constexpr bool pairs = PACK<E> == 2, recompute = RECOMPUTE<E>;
+    const bool padded = c.D != c.DP || c.H * c.DP != HPp;
     Carver cv;
     const size_t o_x = c.direct ? 0 : cv.add(npmax * 3 * HPp);
-    [[maybe_unused]] const size_t o_qb = pairs ? cv.add(npmax * HPp / 2) : 0;
+    [[maybe_unused]] const size_t o_qb = pairs ? cv.add(npmax * 3 * HPp / 2) : 0;
+    [[maybe_unused]] const size_t o_vi = pairs ? cv.add(npmax / 2 * HPp) : 0;
+    const size_t o_pb = pairs ? cv.add(nqmax * npmax / 2) : 0;
     const size_t o_kt = cv.add(HPp * npmax);
     const size_t o_bias = cv.add(2 * npmax);
     const size_t o_p = cv.add(nqmax * npmax);
@@ -871,7 +971,8 @@ static bool forward_rows(const Ctx& c, int64_t r0, int64_t r1, int64_t soff) {
             O = (float*)c.out + base * HD;
             ldo = HD;
         } else {
-            copy_in(c, c.qkv, base, ld, 3, n, buf + o_x);
+            // Pairs take unpadded bfloat16 rows as they are: floats only for short rows.
+            if (!pairs || n <= SHORT || padded) copy_in(c, c.qkv, base, ld, 3, n, buf + o_x);
             X = buf + o_x;
             ldx = 3 * HPp, ko = HPp, vo = 2 * HPp;
             O = buf + o_o;
@@ -885,23 +986,30 @@ static bool forward_rows(const Ctx& c, int64_t r0, int64_t r1, int64_t soff) {
         } else {
             float* stats = recompute && saved ? saved : buf + o_stats;
             key_masks(n, np, vis, bpad, bvis);
-            transpose_rows(X, ldx, ko, HPp, n, np, kt);
             const E* Q = (const E*)X;
-            int64_t ldq = ldx;
+            const E* V = (const E*)(X + vo);
+            int64_t ldq = ldx, ldv = ldx, nk = n;
+            if constexpr (!pairs) {
+                transpose_rows(X, ldx, ko, HPp, n, np, kt);
+            } else {
 #ifdef BF16_DOTS
-            if (pairs) {
-                for (int64_t h = 0; h < c.H; h++) pack_pairs(kt + h * DP * np, DP, np);
-                ldq = ld;
-                Q = (const E*)pairs_of(c, (const uint16_t*)c.qkv + base * ld, &ldq, X, ldx, n,
-                                       buf + o_qb);
-            }
+                // The rows as bfloat16 pairs, the keys transposed (pairs of features, as
+                // dots_tile takes them; whole vectors of columns, so past narrow keys the
+                // first values too, unused) and the values interleaved by pairs of rows.
+                Q = pairs_of(c, (const uint16_t*)c.qkv + base * ld, &ldq, X, ldx, 3, n,
+                             buf + o_qb);
+                transpose_rows((const float*)Q, ldq, HPp / 2, round_up(HPp / 2, W), n, np, kt);
+                uint32_t* Vi = (uint32_t*)(buf + o_vi);
+                interleave_rows((const uint16_t*)Q, 2 * ldq, 2 * HPp, HPp, n, Vi);
+                V = Vi, ldv = HPp, nk = (n + 1) / 2;
 #endif
+            }
             for (int64_t h = 0; h < c.H; h++)
-                forward_head<DP, E>(Q + h * DP / PACK<E>, ldq, (const E*)(kt + h * DP * np),
-                                    X + vo + h * DP, ldx, n, np, bpad, bvis, vis,
+                forward_head<DP, E>(Q + h * DP / PACK<E>, ldq, (const E*)(kt + h * DP / PACK<E> * np),
+                                    V + h * DP, ldv, nk, n, np, bpad, bvis, vis,
                                     stats + 2 * h * nq,
                                     !recompute && saved ? saved + h * nq * np : buf + o_p,
-                                    O + h * DP, ldo, zero, c.scale);
+                                    (uint16_t*)(buf + o_pb), O + h * DP, ldo, zero, c.scale);
         }
         if (!c.direct) copy_out(c, O, 1, n, c.out, base, HD);
         if (c.saved) soff += saved_of(n, c.H, recompute);
@@ -913,30 +1021,32 @@ static bool forward_rows(const Ctx& c, int64_t r0, int64_t r1, int64_t soff) {
 // Backward.
 
 // dK[j] = sum_i dS[i][j] Q[i] and dV[j] = sum_i P[i][j] dO[i] for the KT keys j0..j0+KT-1
-// (stored for the first `valid`).
-template <int DP, int KT>
-INL void key_grads_tile(const float* X, int64_t ldx, const float* G, int64_t ldg,
-                        const float* P, const float* DS, int64_t np, int64_t n, int64_t j0,
-                        float* dK, float* dV, int64_t lddx, int valid) {
+// (stored for the first `valid`), over ni rows i of X (queries), G (output gradients), P and DS
+// (rows of np). Elements E as dots_tile's: with pairs, each row holds two queries, interleaved
+// in X and G (see interleave_rows).
+template <int DP, int KT, class E>
+INL void key_grads_tile(const E* X, int64_t ldx, const E* G, int64_t ldg, const E* P,
+                        const E* DS, int64_t np, int64_t ni, int64_t j0, float* dK, float* dV,
+                        int64_t lddx, int valid) {
     constexpr int DW = DP < W ? DP : W;
     constexpr int NV = DP / DW;
     typedef typename V<DW>::T vd;
     vd dk[KT][NV], dv[KT][NV];
     for (int t = 0; t < KT; t++)
         for (int c = 0; c < NV; c++) dk[t][c] = dv[t][c] = vd{};
-    for (int64_t i = 0; i < n; i++) {
+    for (int64_t i = 0; i < ni; i++) {
         vd gv[NV], qv[NV];
         for (int c = 0; c < NV; c++) {
-            gv[c] = load<DW>(G + i * ldg + c * DW);
-            qv[c] = load<DW>(X + i * ldx + c * DW);
+            gv[c] = load<DW>((const float*)(G + i * ldg + c * DW));
+            qv[c] = load<DW>((const float*)(X + i * ldx + c * DW));
         }
-        const float* p = P + i * np + j0;
-        const float* s = DS + i * np + j0;
+        const E* p = P + i * np + j0;
+        const E* s = DS + i * np + j0;
         for (int t = 0; t < KT; t++) {
-            const float pt = p[t], st = s[t];
+            const E pt = p[t], st = s[t];
             for (int c = 0; c < NV; c++) {
-                dv[t][c] += gv[c] * pt;
-                dk[t][c] += qv[c] * st;
+                dv[t][c] = madd(dv[t][c], gv[c], pt);
+                dk[t][c] = madd(dk[t][c], qv[c], st);
             }
         }
     }
@@ -948,13 +1058,16 @@ INL void key_grads_tile(const float* X, int64_t ldx, const float* G, int64_t ldg
 }
 
 // The gradient dS of the scores of all the queries of a head (Ge: the gradients of its outputs,
-// rows of stride ldge; VT: its values transposed) from its weights P, which are recomputed
-// first when RECOMPUTE<E> (Qe, KT and stats as weights_head's), with NB = nb_of(np).
+// rows of stride ldge; VT: its values transposed) from its weights P, with NB = nb_of(np).
+// With floats, P is what the forward saved and dS goes to DS (rows of np). With pairs
+// (RECOMPUTE<E>), each tile's P is recomputed (Qe, KT and stats as weights_head's) into P and
+// its dS computed into DS (TI rows of np floats each), then both are packed into pg.
 template <int DP, int NB, class E>
 NOINL void grad_scores_head(const E* Qe, int64_t ldqe, const E* Ge, int64_t ldge, const E* KT,
                             const E* VT, int64_t n, int64_t np, const float* bpad,
                             const float* bvis, const uint8_t* vis, const float* stats, float* P,
-                            float* DS, const float* zero, float scale) {
+                            float* DS, [[maybe_unused]] const PairGrads& pg, const float* zero,
+                            float scale) {
     if constexpr (NB > 0) np = NB * W;  // known at compile time
     const int64_t nq = round_up(n, TI);
     for (int64_t i = 0; i < n; i += TI) {
@@ -963,8 +1076,14 @@ NOINL void grad_scores_head(const E* Qe, int64_t ldqe, const E* Ge, int64_t ldge
         tile_rows(Qe, ldqe, i, n, zero, q);
         tile_rows(Ge, ldge, i, n, zero, g);
         tile_masks(i, n, vis, bpad, bvis, bias);
-        float* Pi = P + i * np;
-        float* dS = DS + i * np;
+#ifdef BF16_DOTS
+        if constexpr (RECOMPUTE<E> && NB > 0) {
+            grad_pairs_tile<DP, NB>(q, g, KT, VT, scale, bias, stats + i, stats + nq + i, i, pg);
+            continue;
+        }
+#endif
+        float* Pi = RECOMPUTE<E> ? P : P + i * np;
+        float* dS = RECOMPUTE<E> ? DS : DS + i * np;
         if constexpr (RECOMPUTE<E>)
             for_key_blocks(np, [&](int64_t j0, auto NBc) {
                 probs_tile<DP, decltype(NBc)::value>(q, KT, np, j0, scale, bias, stats + i,
@@ -984,37 +1103,34 @@ NOINL void grad_scores_head(const E* Qe, int64_t ldqe, const E* Ge, int64_t ldge
                     store<W>(s + j, load<W>(p + j) * (load<W>(s + j) - delta) * scale);
             }
         }
+#ifdef BF16_DOTS
+        if constexpr (RECOMPUTE<E>) pack_tile(Pi, dS, np, i, pg);
+#endif
     }
 }
 
-// Qe, Ge: the head's queries and output gradients as dot product elements (rows of stride
-// ldqe, ldge); KT, VT: its transposed keys and values; P: its weights, saved by the forward or
-// (RECOMPUTE<E>) scratch for them, recomputed from Qe, KT and stats (its (2, nq) statistics);
-// DS: scratch for the gradient of the scores.
+// dQ = dS K, dK = dS^T Q and dV = P^T dO for one head, into the rows of dX (stride lddx; dK
+// from column dko, dV from dvo), from the head's rows of keys K, queries Q and output
+// gradients G. Elements E: floats, over nk = n rows, dSq = DS = dS and P rows of np; or
+// pairs, over nk = (n + 1) / 2 pairs of rows, K, Q and G interleaved (interleave_rows), dSq
+// holding dS row by row (rows of ldw = np / 2 pairs) and DS and P the queries paired (see
+// pack_tile).
 template <int DP, class E>
-static void backward_head(const E* Qe, int64_t ldqe, const E* Ge, int64_t ldge, const E* KT,
-                          const E* VT, const float* X, int64_t ldx, int64_t ko, int64_t h,
-                          int64_t n, int64_t np, const float* bpad, const float* bvis,
-                          const uint8_t* vis, const float* stats, const float* G, int64_t ldg,
-                          float* dX, int64_t lddx, int64_t dko, int64_t dvo, float* P, float* DS,
-                          const float* zero, float scale) {
+static void weight_grads(const E* dSq, int64_t ldw, const E* K, int64_t ldk, const E* Q,
+                         int64_t ldq, const E* G, int64_t ldg, const E* P, const E* DS,
+                         int64_t np, int64_t n, int64_t nk, float* dX, int64_t lddx,
+                         int64_t dko, int64_t dvo) {
     constexpr int NV = DP / (DP < W ? DP : W);
-    with_nb<0>(nb_of(np), [&](auto NBc) {
-        grad_scores_head<DP, decltype(NBc)::value>(Qe, ldqe, Ge, ldge, KT, VT, n, np, bpad, bvis,
-                                                   vis, stats, P, DS, zero, scale);
-    });
-    mix_rows<DP>(DS, np, X + ko + h * DP, ldx, n, dX + h * DP, lddx);  // dQ
-    const float* Xq = X + h * DP;
-    const float* Gh = G + h * DP;
-    float* dK = dX + dko + h * DP;
-    float* dV = dX + dvo + h * DP;
+    mix_rows<DP>(dSq, ldw, K, ldk, nk, n, dX, lddx);  // dQ
+    float* dK = dX + dko;
+    float* dV = dX + dvo;
     int64_t j = 0;
     if (NV == 1)
         for (; j + 2 * TJ <= n; j += 2 * TJ)
-            key_grads_tile<DP, 2 * TJ>(Xq, ldx, Gh, ldg, P, DS, np, n, j, dK, dV, lddx, 2 * TJ);
+            key_grads_tile<DP, 2 * TJ>(Q, ldq, G, ldg, P, DS, np, nk, j, dK, dV, lddx, 2 * TJ);
     for (; j < n; j += TJ) {
         const int valid = n - j < TJ ? (int)(n - j) : TJ;
-        key_grads_tile<DP, TJ>(Xq, ldx, Gh, ldg, P, DS, np, n, j, dK, dV, lddx, valid);
+        key_grads_tile<DP, TJ>(Q, ldq, G, ldg, P, DS, np, nk, j, dK, dV, lddx, valid);
     }
 }
 
@@ -1024,16 +1140,21 @@ static bool backward_rows(const Ctx& c, int64_t r0, int64_t r1, int64_t soff) {
     const int64_t npmax = round_up(c.maxn > 0 ? c.maxn : 1, W);
     const int64_t nqmax = round_up(npmax, TI);
     constexpr bool pairs = PACK<E> == 2, recompute = RECOMPUTE<E>;
+    const bool padded = c.D != c.DP || c.H * c.DP != HPp;
     Carver cv;
-    [[maybe_unused]] const size_t o_qb = pairs ? cv.add(npmax * HPp / 2) : 0;
+    [[maybe_unused]] const size_t o_qb = pairs ? cv.add(npmax * 3 * HPp / 2) : 0;
     [[maybe_unused]] const size_t o_gb = pairs ? cv.add(npmax * HPp / 2) : 0;
+    [[maybe_unused]] const size_t o_il = pairs ? cv.add(3 * npmax / 2 * HPp) : 0;
+    [[maybe_unused]] const size_t o_dsb = pairs ? cv.add(nqmax * npmax / 2) : 0;
+    [[maybe_unused]] const size_t o_dsp = pairs ? cv.add(nqmax / 2 * npmax) : 0;
+    [[maybe_unused]] const size_t o_pp = pairs ? cv.add(nqmax / 2 * npmax) : 0;
     const size_t o_x = c.direct ? 0 : cv.add(npmax * 3 * HPp);
     const size_t o_g = c.direct ? 0 : cv.add(npmax * HPp);
     const size_t o_dx = c.direct ? 0 : cv.add(npmax * 3 * HPp);
     const size_t o_kvt = cv.add(2 * HPp * npmax);
     const size_t o_bias = cv.add(2 * npmax);
-    const size_t o_p = recompute ? cv.add(nqmax * npmax) : 0;
-    const size_t o_ds = cv.add(nqmax * npmax);
+    [[maybe_unused]] const size_t o_p = recompute ? cv.add(TI * npmax) : 0;
+    const size_t o_ds = cv.add((pairs ? TI : nqmax) * npmax);
     const size_t o_zero = cv.add(3 * HPp + W);
     float* buf = tls_scratch.get(cv.total);
     if (!buf) return false;
@@ -1042,6 +1163,8 @@ static bool backward_rows(const Ctx& c, int64_t r0, int64_t r1, int64_t soff) {
     float* bvis = bpad + npmax;
     float* zero = buf + o_zero;
     memset(zero, 0, sizeof(float) * (3 * HPp + W));
+    [[maybe_unused]] const PairGrads pg = {(uint16_t*)(buf + o_dsb), (uint32_t*)(buf + o_dsp),
+                                           (uint32_t*)(buf + o_pp)};
     const size_t esize = c.esize;
 
     for (int64_t r = r0; r < r1; r++) {
@@ -1073,12 +1196,15 @@ static bool backward_rows(const Ctx& c, int64_t r0, int64_t r1, int64_t soff) {
             dX = (float*)c.dqkv + base * ld;
             lddx = ld, dko = HD, dvo = 2 * HD;
         } else {
-            copy_in(c, c.qkv, base, ld, 3, n, buf + o_x);
+            // Pairs take unpadded bfloat16 rows as they are: floats only for short rows.
             X = buf + o_x;
             ldx = 3 * HPp, ko = HPp, vo = 2 * HPp;
-            copy_in(c, c.dout, base, HD, 1, n, buf + o_g);
             G = buf + o_g;
             ldg = HPp;
+            if (!pairs || n <= SHORT || padded) {
+                copy_in(c, c.qkv, base, ld, 3, n, buf + o_x);
+                copy_in(c, c.dout, base, HD, 1, n, buf + o_g);
+            }
             dX = buf + o_dx;
             lddx = 3 * HPp, dko = HPp, dvo = 2 * HPp;
         }
@@ -1087,38 +1213,53 @@ static bool backward_rows(const Ctx& c, int64_t r0, int64_t r1, int64_t soff) {
         if (n <= SHORT) {
             backward_short<DP>(X, ldx, ko, vo, c.H, n, vis, recompute ? nullptr : saved,
                                recompute ? saved : nullptr, G, ldg, dX, lddx, dko, dvo, c.scale);
-        } else {
-            // The values transposed, and for recomputing P the keys too (vo = 2 ko) and masks.
-            if (recompute) {
-                transpose_rows(X, ldx, ko, 2 * HPp, n, np, kvt);
-                key_masks(n, np, vis, bpad, bvis);
-            } else {
-                transpose_rows(X, ldx, vo, HPp, n, np, kvt + HPp * np);
+        } else if constexpr (!pairs) {
+            transpose_rows(X, ldx, vo, HPp, n, np, kvt + HPp * np);  // the values
+            for (int64_t h = 0; h < c.H; h++) {
+                float* P = saved + h * nq * np;
+                with_nb<0>(nb_of(np), [&](auto NBc) {
+                    grad_scores_head<DP, decltype(NBc)::value>(
+                        X + h * DP, ldx, G + h * DP, ldg, kvt + h * DP * np,
+                        kvt + (HPp + h * DP) * np, n, np, bpad, bvis, vis, nullptr, P,
+                        buf + o_ds, PairGrads{}, zero, c.scale);
+                });
+                weight_grads<DP>(buf + o_ds, np, X + ko + h * DP, ldx, X + h * DP, ldx,
+                                 G + h * DP, ldg, P, buf + o_ds, np, n, n, dX + h * DP, lddx,
+                                 dko, dvo);
             }
-            const E *Qe = (const E*)X, *Ge = (const E*)G;
-            int64_t ldqe = ldx, ldge = ldg;
+        } else {
 #ifdef BF16_DOTS
-            if (pairs) {
-                for (int64_t h = 0; h < c.H; h++) {
-                    pack_pairs(kvt + h * DP * np, DP, np);
-                    pack_pairs(kvt + (HPp + h * DP) * np, DP, np);
-                }
-                ldqe = ld, ldge = HD;
-                Qe = (const E*)pairs_of(c, (const uint16_t*)c.qkv + base * ld, &ldqe, X, ldx, n,
-                                        buf + o_qb);
-                Ge = (const E*)pairs_of(c, (const uint16_t*)c.dout + base * HD, &ldge, G, ldg, n,
-                                        buf + o_gb);
+            // The rows as bfloat16 pairs (Qb: queries, keys and values; Gb: output gradients),
+            // the keys and values transposed (pairs of features, as dots_tile takes them) and
+            // the keys, queries and output gradients interleaved by pairs of rows (as
+            // weight_grads takes them).
+            int64_t ldqb = ld, ldgb = HD;
+            const uint32_t* Qb = pairs_of(c, (const uint16_t*)c.qkv + base * ld, &ldqb, X, ldx, 3,
+                                          n, buf + o_qb);
+            const uint32_t* Gb = pairs_of(c, (const uint16_t*)c.dout + base * HD, &ldgb, G, ldg,
+                                          1, n, buf + o_gb);
+            transpose_rows((const float*)Qb, ldqb, HPp / 2, HPp, n, np, kvt);
+            key_masks(n, np, vis, bpad, bvis);
+            const int64_t nk = (n + 1) / 2;
+            uint32_t* Qi = (uint32_t*)(buf + o_il);
+            uint32_t* Ki = Qi + nk * HPp;
+            uint32_t* Gi = Ki + nk * HPp;
+            interleave_rows((const uint16_t*)Qb, 2 * ldqb, 0, HPp, n, Qi);
+            interleave_rows((const uint16_t*)Qb, 2 * ldqb, HPp, HPp, n, Ki);
+            interleave_rows((const uint16_t*)Gb, 2 * ldgb, 0, HPp, n, Gi);
+            for (int64_t h = 0; h < c.H; h++) {
+                const int64_t e = h * DP / 2;  // the head's first pair of features
+                with_nb<0>(nb_of(np), [&](auto NBc) {
+                    grad_scores_head<DP, decltype(NBc)::value>(
+                        Qb + e, ldqb, Gb + e, ldgb, (const E*)(kvt + e * np),
+                        (const E*)(kvt + (HPp / 2 + e) * np), n, np, bpad, bvis, vis,
+                        saved + 2 * h * nq, buf + o_p, buf + o_ds, pg, zero, c.scale);
+                });
+                weight_grads<DP>((const E*)pg.dsb, np / 2, Ki + h * DP, HPp, Qi + h * DP, HPp,
+                                 Gi + h * DP, HPp, pg.pp, pg.dsp, np, n, nk, dX + h * DP, lddx,
+                                 dko, dvo);
             }
 #endif
-            for (int64_t h = 0; h < c.H; h++) {
-                backward_head<DP, E>(Qe + h * DP / PACK<E>, ldqe, Ge + h * DP / PACK<E>, ldge,
-                                     (const E*)(kvt + h * DP * np),
-                                     (const E*)(kvt + (HPp + h * DP) * np), X, ldx, ko, h, n,
-                                     np, bpad, bvis, vis, recompute ? saved + 2 * h * nq : nullptr,
-                                     G, ldg, dX, lddx, dko, dvo,
-                                     recompute ? buf + o_p : saved + h * nq * np, buf + o_ds,
-                                     zero, c.scale);
-            }
         }
         if (!c.direct) copy_out(c, dX, 3, n, c.dqkv, base, ld);
         soff += saved_of(n, c.H, recompute);
