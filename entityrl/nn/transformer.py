@@ -24,6 +24,7 @@ from torch import nn
 from torch.nn import functional
 
 from entityrl.nn.kernels import ragged_attention
+from entityrl.nn.kernels.block import fused_block
 from entityrl.nn.kernels.mlp import fused_mlp
 from entityrl.nn.kernels.pointwise import add_layer_norm, gelu, layer_norm
 from entityrl.nn.layout import BatchLayout
@@ -229,6 +230,19 @@ class Block(nn.Module):
 
     def forward(self, x: torch.Tensor, ctx: AttentionContext) -> torch.Tensor:
         ln1, ln2 = self.ln1, self.ln2
+        mix = self.mix
+        if (
+            self.dtype == torch.bfloat16
+            and isinstance(mix, RaggedAttention)
+            and mix.relpos is None
+            and ctx.row_slot is not None
+            and ctx.row_len is not None
+        ):
+            layers = (mix.qkv, mix.proj, ln2, self.mlp[0], self.mlp[2], mix.n_head)
+            visible = ctx.layout.visible
+            out = fused_block(x, ln1, *layers, ctx.row_slot, ctx.row_len, visible)
+            if out is not None:
+                return out
         mixed = self.mix(layer_norm(x, ln1.weight, ln1.bias, ln1.eps, self.mix_dtype), ctx)
         x, normed = add_layer_norm(x, mixed, ln2.weight, ln2.bias, ln2.eps, self.dtype)
         up, down = self.mlp[0], self.mlp[2]

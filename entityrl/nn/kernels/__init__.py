@@ -153,6 +153,25 @@ def ragged_attention(
             f"{kernel.max_head_dim}; using the torch implementation"
         )
         return reference_attention(qkv, row_slot, row_len, n_head, visible)
+    args, keep = _arguments(shape[0], row_slot, row_len, n_head, d_head, dtype, visible)
+    if not qkv.is_contiguous():
+        qkv = qkv.contiguous()
+    if qkv.requires_grad and torch.is_grad_enabled():
+        return _RaggedAttention.apply(qkv, kernel, args, keep)
+    return _forward(kernel, qkv, None, args)
+
+
+def _arguments(
+    slots: int,
+    row_slot: Index,
+    row_len: Index,
+    n_head: int,
+    d_head: int,
+    dtype: int,
+    visible: torch.Tensor | npt.NDArray[np.bool_] | None,
+) -> tuple[_Args, tuple]:
+    """The kernel's arguments besides the tensors, and the arrays they point into (to keep
+    alive while the kernel may use them)."""
     rs_keep, rs, rows = _index(row_slot)
     rl_keep, rl, rows_len = _index(row_len)
     if rows != rows_len:
@@ -162,15 +181,10 @@ def ragged_attention(
         vis_keep = torch.as_tensor(visible)
         if vis_keep.dtype is not torch.bool or not vis_keep.is_cpu or not vis_keep.is_contiguous():
             vis_keep = vis_keep.to(device="cpu", dtype=torch.bool).contiguous()
-        if vis_keep.shape != (shape[0],):
-            raise ValueError(f"visible must be ({shape[0]},), got {tuple(vis_keep.shape)}")
+        if vis_keep.shape != (slots,):
+            raise ValueError(f"visible must be ({slots},), got {tuple(vis_keep.shape)}")
         vis = vis_keep.data_ptr()
-    if not qkv.is_contiguous():
-        qkv = qkv.contiguous()
-    args = _Args(rs, rl, vis, rows, n_head, d_head, dtype)
-    if qkv.requires_grad and torch.is_grad_enabled():
-        return _RaggedAttention.apply(qkv, kernel, args, (rs_keep, rl_keep, vis_keep))
-    return _forward(kernel, qkv, None, args)
+    return _Args(rs, rl, vis, rows, n_head, d_head, dtype), (rs_keep, rl_keep, vis_keep)
 
 
 def _check(err: int) -> None:
