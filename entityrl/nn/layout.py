@@ -76,6 +76,8 @@ class BatchLayout:
     padded: bool  # some slots are padding
     # One entity type (no global token), packed without padding: its entities are the slots.
     sole_type: bool
+    # Packed without padding, every row one slot: slot i is row i.
+    slot_per_row: bool
     visible: torch.Tensor | None  # (slots,) bool, None when everything is visible
 
 
@@ -130,8 +132,9 @@ def build_layout(
     type_lengths = [obs.features[name].lengths for name in entity_names]
     if global_token:
         type_lengths.append(np.ones(rows, dtype=np.int64))
-    lengths = np.sum(type_lengths, axis=0) if type_lengths else np.zeros(rows, dtype=np.int64)
-    lengths = np.asarray(lengths, dtype=np.int64).reshape(rows)
+    lengths = np.zeros(rows, dtype=np.int64)
+    for type_len in type_lengths:  # (np.sum of the list would stack it into a matrix first)
+        lengths += type_len
 
     if grids:
         buckets, row_slot, slot_row = _grids(lengths)
@@ -165,13 +168,16 @@ def build_layout(
         num_rows=rows,
         num_slots=slots,
         lengths=lengths,
-        inverse_lengths=_tensor((1 / np.maximum(lengths, 1)).astype(np.float32)[:, None]),
+        inverse_lengths=torch.from_numpy(
+            np.reciprocal(np.maximum(lengths, 1, dtype=np.float32)).reshape(rows, 1)
+        ),
         type_positions=type_positions,
         slot_row=_tensor(slot_row),
         row_slot=row_slot,
         buckets=buckets,
         padded=slots != int(lengths.sum()),
         sole_type=len(type_lengths) == 1 and not grids and slots == used,
+        slot_per_row=not grids and slots == used == rows and bool((lengths == 1).all()),
         visible=visible,
     )
 

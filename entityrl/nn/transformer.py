@@ -189,6 +189,8 @@ class RowPooling(nn.Module):
 
 def row_mean(x: torch.Tensor, layout: BatchLayout) -> torch.Tensor:
     """Mean of each row's entities (zeros for a row without entities); padding is ignored."""
+    if layout.slot_per_row:
+        return x
     total = x.new_zeros(layout.num_rows + 1, x.shape[1]).index_add_(0, layout.slot_row, x)
     return total[:-1] * layout.inverse_lengths.to(x.dtype)
 

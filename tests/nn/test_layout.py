@@ -61,3 +61,31 @@ def test_padding_slots_belong_to_no_row(counts: list[tuple[int, int]]) -> None:
                 if layout.sole_type:
                     positions = layout.type_positions[names[0]].numpy()
                     assert np.array_equal(positions, np.arange(layout.num_slots))
+        # Slot per row: slot i is row i (row means are then the slots themselves).
+        layout = build_layout(obs, ["A", "B"], global_token=False, grids=grids)
+        one_each = [a + b for a, b in counts] == [1] * len(counts)
+        assert layout.slot_per_row == (one_each and not grids and not layout.padded)
+        if layout.slot_per_row:
+            assert np.array_equal(layout.slot_row.numpy(), np.arange(len(counts)))
+
+
+def test_slot_per_row_when_every_row_has_one_entity_and_no_padding() -> None:
+    def obs(counts: list[tuple[int, int]]):  # type: ignore[no-untyped-def]
+        return BATCHER.batch(
+            [
+                Observation(
+                    features={"A": np.zeros((a, 1)), "B": np.zeros((b, 2))},
+                    actions={"go": CategoricalActionMask(actor_types=["A"])},
+                )
+                for a, b in counts
+            ]
+        )
+
+    one_each = [(i % 2, 1 - i % 2) for i in range(32)]  # 32 rows: no padding slots
+    assert build_layout(obs(one_each), ["A", "B"], False, grids=False).slot_per_row
+    assert not build_layout(obs(one_each), ["A", "B"], False, grids=True).slot_per_row
+    assert not build_layout(obs(one_each[:30]), ["A", "B"], False, grids=False).slot_per_row
+    assert not build_layout(obs(one_each), ["A", "B"], True, grids=False).slot_per_row
+    # 32 entities in 32 rows, no padding, but one row empty and one with two.
+    uneven = [*one_each[:-2], (0, 0), (1, 1)]
+    assert not build_layout(obs(uneven), ["A", "B"], False, grids=False).slot_per_row
