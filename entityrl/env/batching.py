@@ -236,8 +236,9 @@ class _EntityIndex:
         self.starts = np.cumsum(counts, axis=1) - counts
         self.totals = counts.sum(axis=1)
         self._row_starts: list[list[int]] | None = None
-        # Per row, every entity's index by id: built once per batch, on demand.
-        self._positions: dict[int, dict[EntityID, int]] = {}
+        # Per row, every entity's index by id, built once per batch, on demand; None for a row
+        # whose ids are their own indices.
+        self._positions: dict[int, dict[EntityID, int] | None] = {}
 
     def select(self, selections: Sequence[Selection]) -> RaggedArray:
         """For each row, the indices of the entities its selection names, in the order named:
@@ -283,7 +284,17 @@ class _EntityIndex:
         named: list[int] = []
         for i, ids in by_id:
             named.extend(self._indices(i, ids))
-        merged[ranges(offsets[id_rows], lengths[id_rows])] = named
+        indices = np.array(named, dtype=np.int64)
+        # Ids taken as their own indices (see _indices) are checked here, all rows at once.
+        row_of = np.repeat(id_rows, lengths[id_rows])
+        outside = np.flatnonzero((indices < 0) | (indices >= self.totals[row_of]))
+        if outside.size:
+            k = outside[0]
+            raise KeyError(
+                f"row {row_of[k]}: an action names entity id {indices[k]}, but the row's "
+                f"entities are numbered 0 to {self.totals[row_of[k]] - 1}"
+            )
+        merged[ranges(offsets[id_rows], lengths[id_rows])] = indices
         return merged, lengths
 
     def _indices(self, row: int, ids: Sequence[EntityID]) -> Sequence[int]:
@@ -297,11 +308,15 @@ class _EntityIndex:
                     self._row_starts = self.starts.tolist()
                 start = self._row_starts[row][t]
                 return range(start, start + len(ids))
-        position = self._positions.get(row)
-        if position is None:
+        if row not in self._positions:
             every = named_entities(obs, type_names)
-            position = self._positions[row] = dict(zip(every, range(len(every)), strict=True))
-        return [position[x] for x in ids]
+            # Many environments number their entities 0, 1, 2, ... in the order they list
+            # them: then an id is its index, and no dictionary needs building or reading.
+            count = len(every)
+            own = every == list(range(count))
+            self._positions[row] = None if own else dict(zip(every, range(count), strict=True))
+        position = self._positions[row]
+        return ids if position is None else [position[x] for x in ids]  # type: ignore[return-value]
 
 
 def _stack(blocks: Sequence[Any], width: int, dtype: npt.DTypeLike) -> npt.NDArray[Any]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import batches
@@ -91,3 +92,42 @@ def test_random_policy_picks_every_legal_choice_and_nothing_else() -> None:
     assert set(actions["Plan"].data[:, 0]) == {2}
     # Roughly uniform: each of two legal choices about half the time.
     assert 0.4 < (move[:, 0] == 0).mean() < 0.6
+
+
+def picking(ids: dict[str, list[Any]], picker: list[Any], targets: list[Any]) -> Observation:
+    return Observation(
+        features={"Ball": np.zeros((len(ids["Ball"]), 1)), "Hand": np.zeros((1, 0))},
+        ids=ids,
+        actions={"pick": SelectEntityActionMask(actor_ids=picker, actee_ids=targets)},
+    )
+
+
+def test_integer_ids_numbered_in_order_select_the_same_entities_as_any_ids() -> None:
+    # Environments often number their entities 0, 1, 2, ... in the order they list them; the
+    # batcher then takes the ids as indices. Named differently, the same choices must give the
+    # same indices.
+    space = ObsSpace({"Ball": Entity(["x"]), "Hand": Entity([])})
+    batcher = Batcher(space, {"pick": SelectEntityActionSpace()})
+    rows = [(4, [3, 0, 2]), (2, [1]), (3, [0, 1, 2])]
+    numbered = [
+        picking({"Ball": list(range(n)), "Hand": [n]}, [n], list(targets)) for n, targets in rows
+    ]
+    named = [
+        picking(
+            {"Ball": [f"b{i}" for i in range(n)], "Hand": ["hand"]},
+            ["hand"],
+            [f"b{i}" for i in targets],
+        )
+        for n, targets in rows
+    ]
+    ours, reference = batcher.batch(numbered), batcher.batch(named)
+    for part in ("actors", "actees"):
+        got = getattr(ours.action_masks["pick"], part)
+        want = getattr(reference.action_masks["pick"], part)
+        np.testing.assert_array_equal(got.data, want.data)
+        np.testing.assert_array_equal(got.lengths, want.lengths)
+    np.testing.assert_array_equal(ours.action_masks["pick"].actors.data[:, 0], [4, 2, 3])
+    # An id past the row's entities is named, with its row.
+    bad = [*numbered[:2], picking({"Ball": [0, 1, 2], "Hand": [3]}, [3], [0, 7])]
+    with pytest.raises(KeyError, match="row 2: an action names entity id 7"):
+        batcher.batch(bad)
