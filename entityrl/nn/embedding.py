@@ -11,6 +11,7 @@ from torch import nn
 from entityrl.env.spaces import ObsSpace
 from entityrl.env.vec_obs import VecObs
 from entityrl.nn.input_norm import Combine, RunningNorm
+from entityrl.nn.kernels import embedding as kernel
 from entityrl.nn.kernels.pointwise import layer_norm
 from entityrl.nn.layout import BatchLayout
 
@@ -106,6 +107,10 @@ class EntityEmbedding(nn.Module):
     Global features are appended to every entity's features, so they reach every entity.
     With ``global_token``, each row also gets one extra entity built from the global features
     alone (the actor of global categorical actions).
+
+    The forward runs one kernel call per entity type (:mod:`entityrl.nn.kernels.embedding`:
+    normalization, projection and placement in the slots at once) where the kernel serves
+    (float32 parameters and features on the CPU), else the modules one by one.
     """
 
     def __init__(
@@ -162,6 +167,9 @@ class EntityEmbedding(nn.Module):
                 self.norms[key].update(feats, combine)
 
     def forward(self, raw: dict[str, torch.Tensor], layout: BatchLayout) -> torch.Tensor:
+        x = self._fused(raw, layout)
+        if x is not None:
+            return x
         embedded = {}
         for name, feats in raw.items():
             key = _module_key(name)
@@ -180,9 +188,38 @@ class EntityEmbedding(nn.Module):
             x.index_copy_(0, layout.type_positions[name], emb.to(dtype))
         return x
 
+    def _fused(self, raw: dict[str, torch.Tensor], layout: BatchLayout) -> torch.Tensor | None:
+        """The forward by the kernel, or None where it does not serve."""
+        types: list[kernel.Projected | kernel.Placed] = []
+        for name, feats in raw.items():
+            key = _module_key(name)
+            positions = layout.type_positions[name]
+            projection = self.projections[key]
+            if isinstance(projection, _Constant):
+                types.append(kernel.Placed(projection(feats), positions))
+                continue
+            norm = self.norms[key]
+            linear, _, ln = projection
+            types.append(
+                kernel.Projected(
+                    feats,
+                    positions,
+                    norm.scale_mean,
+                    norm.scale_inv_std,
+                    norm.clip,
+                    linear.weight,
+                    linear.bias,
+                    ln.weight,
+                    ln.bias,
+                    ln.eps,
+                )
+            )
+        return kernel.embed(types, layout.num_slots, self.d_model, layout.padded)
+
 
 class _Projection(nn.Sequential):
-    """Linear, ReLU, LayerNorm, with the layer norm run by the kernel
+    """Linear, ReLU, LayerNorm: the parameters the embedding kernel uses and, where it does not
+    serve, the torch path, with the layer norm run by the pointwise kernel
     (:mod:`entityrl.nn.kernels.pointwise`); a Sequential, so parameter names stay
     ``<index>.weight``."""
 

@@ -8,6 +8,10 @@ on first use like the attention kernel, see :mod:`entityrl.nn.kernels.build`) co
 float32 with hand-vectorised code and write bfloat16 directly where asked; on one core they
 take a fifth to a half of ATen's time (benchmarks/pointwise.py).
 
+The library also holds the entity embedding's kernel (normalization, linear, ReLU and layer
+norm of an entity type, written to the entities' slots), which reuses the layer norm's row
+code; its Python side is :mod:`entityrl.nn.kernels.embedding`.
+
 :func:`layer_norm` and :func:`gelu` fall back to torch (same results up to float32 rounding)
 where the kernel cannot serve: no kernel on this machine (or ``ENTITYRL_NO_KERNELS=1``), other
 devices, other dtypes. Both are differentiable (once: no double backward), and save nothing
@@ -46,7 +50,21 @@ class _Kernel:
         self.gelu_forward.argtypes = [ptr, ptr, i64, i64, i64]
         self.gelu_backward = lib.pw_gelu_backward
         self.gelu_backward.argtypes = [ptr, ptr, ptr, i64, i64, i64]
-        for fn in (self.ln_forward, self.ln_backward, self.gelu_forward, self.gelu_backward):
+        # The entity embedding (its Python side: entityrl.nn.kernels.embedding).
+        self.embed_forward = lib.pw_embed_forward
+        self.embed_forward.argtypes = [ptr, ptr, ptr, f64, ptr, ptr, ptr, ptr, f64, ptr, ptr]
+        self.embed_forward.argtypes += [i64, i64, i64, i64, i64]
+        self.embed_backward = lib.pw_embed_backward
+        self.embed_backward.argtypes = [ptr, ptr, ptr, f64, ptr, ptr, ptr, ptr, f64, ptr, ptr]
+        self.embed_backward.argtypes += [ptr, ptr, ptr, ptr, i64, i64, i64, i64, i64]
+        for fn in (
+            self.ln_forward,
+            self.ln_backward,
+            self.gelu_forward,
+            self.gelu_backward,
+            self.embed_forward,
+            self.embed_backward,
+        ):
             fn.restype = i64
 
 
