@@ -85,6 +85,7 @@ def layout(counts: dict[str, int], slots: int, seed: int) -> BatchLayout:
         buckets=[],
         padded=start < slots,
         sole_type=False,
+        slot_per_row=False,
         visible=None,
     )
 
