@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from entityrl.nn.kernels.categorical import HeadOutput, masked_categorical
+from entityrl.nn.kernels.categorical import HeadOutput, masked_categorical, select_logits
 from entityrl.nn.layout import SelectLayout
 
 __all__ = ["CategoricalHead", "HeadOutput", "SelectEntityHead", "ValueHead", "masked_categorical"]
@@ -41,7 +41,14 @@ class CategoricalHead(nn.Module):
 
 
 class SelectEntityHead(nn.Module):
-    """Each actor scores the candidates of its row: query(actor) . key(candidate) / sqrt(d_qk)."""
+    """Each actor scores the candidates of its row: query(actor) . key(candidate) / sqrt(d_qk).
+
+    Computed as (W_k^T query) . candidate + query . b_k: the second term is the same for all of
+    an actor's candidates, so the softmax ignores it (``key.bias`` never gets a gradient, and
+    stays a parameter for checkpoints), and one ``d_model`` vector per actor replaces a
+    projected key per candidate (candidates usually far outnumber actors; see
+    :func:`entityrl.nn.kernels.categorical.select_logits`).
+    """
 
     def __init__(self, d_model: int, d_qk: int) -> None:
         super().__init__()
@@ -57,20 +64,16 @@ class SelectEntityHead(nn.Module):
         deterministic: bool = False,
     ) -> HeadOutput:
         queries = self.query(x.index_select(0, layout.actor_flat))
-        keys = self.key(x.index_select(0, layout.actee_flat))
-        rows, ma, me = layout.rows, layout.max_actors, layout.max_actees
-        key_grid = keys.new_zeros(rows * me, self.d_qk).index_copy_(0, layout.actee_slot, keys)
-        key_grid = key_grid.view(rows, me, self.d_qk)
-        if ma == 1:
-            # One actor per acting row (the common case): no query grid needed.
-            scores = (key_grid @ queries.unsqueeze(2)).squeeze(2)
-        else:
-            query_grid = queries.new_zeros(rows * ma, self.d_qk)
-            query_grid.index_copy_(0, layout.actor_slot, queries).view(rows, ma, self.d_qk)
-            scores = (query_grid.view(rows, ma, self.d_qk) @ key_grid.transpose(1, 2)).view(
-                rows * ma, me
-            )[layout.actor_slot]
-        return masked_categorical(scores * self.d_qk**-0.5, layout.legal, chosen, deterministic)
+        scores = select_logits(
+            x,
+            queries @ self.key.weight,
+            layout.pair_slot,
+            layout.pair_actor,
+            layout.pair_pos,
+            (queries.shape[0], layout.max_actees),
+            self.d_qk**-0.5,
+        )
+        return masked_categorical(scores, layout.legal, chosen, deterministic)
 
 
 class ValueHead(nn.Module):

@@ -43,13 +43,13 @@ class SelectLayout:
     """A select-entity action laid out as a padded (actor rows, actors, actees) problem."""
 
     actor_flat: torch.Tensor  # (A,) flat entity index of each actor
-    actee_flat: torch.Tensor  # (E,) flat entity index of each candidate
-    rows: int  # rows that have actors
-    max_actors: int
-    max_actees: int
-    actor_slot: torch.Tensor  # (A,) slot of each actor in the (rows * max_actors) grid
-    actee_slot: torch.Tensor  # (E,) slot of each candidate in the (rows * max_actees) grid
+    max_actees: int  # the most candidates of any row
     legal: torch.Tensor  # (A, max_actees) bool: candidate j exists (and is allowed) for actor a
+    # Every (actor, candidate) pair of a row, actor after actor: the candidate's slot, the
+    # actor's index, and the pair's place a * max_actees + j in the (A, max_actees) logits.
+    pair_slot: torch.Tensor
+    pair_actor: torch.Tensor
+    pair_pos: torch.Tensor
 
 
 @dataclass
@@ -221,33 +221,29 @@ def categorical_inputs(
 
 
 def select_layout(mask: VecSelectEntityMask, row_slot: npt.NDArray[np.int64]) -> SelectLayout:
-    """Lay out a select-entity action: actors and their candidates, padded per row."""
+    """Lay out a select-entity action: actors, and every actor's candidates as pairs."""
     acting = mask.actors.lengths > 0
     actor_counts = mask.actors.lengths[acting]
     actee_counts = mask.actees.lengths[acting]
-    rows = int(acting.sum())
-    max_actors = int(actor_counts.max()) if rows else 0
-    max_actees = int(actee_counts.max()) if rows else 0
-    compact_row = np.arange(rows, dtype=np.int64)
-    actor_row = np.repeat(compact_row, actor_counts)
-    actor_pos = mask.actors.position_in_row()
-    actee_row = np.repeat(compact_row, actee_counts)
-    actee_pos = mask.actees.position_in_row()
+    max_actees = int(actee_counts.max()) if actee_counts.shape[0] else 0
+    actor_row = np.repeat(np.arange(actor_counts.shape[0], dtype=np.int64), actor_counts)
     # Candidate j exists for actor a iff j < number of candidates in a's row.
     per_actor_actees = np.repeat(actee_counts, actor_counts)
+    actee_flat = flat_actor_index(mask.actees, row_slot)
+    pair_actor = np.repeat(np.arange(per_actor_actees.shape[0]), per_actor_actees)
+    pair_j = ranges(np.zeros_like(per_actor_actees), per_actor_actees)
+    first_actee = (np.cumsum(mask.actees.lengths) - mask.actees.lengths)[acting]
+    pair_slot = actee_flat[first_actee[actor_row][pair_actor] + pair_j]
     legal = np.arange(max_actees, dtype=np.int64)[None, :] < per_actor_actees[:, None]
     if mask.mask is not None and mask.mask.items:
-        # The dense mask is actor-major per row: actor a's candidates are contiguous.
-        cols = ranges(np.zeros_like(per_actor_actees), per_actor_actees)
-        actor_of_pair = np.repeat(np.arange(per_actor_actees.shape[0]), per_actor_actees)
-        legal[actor_of_pair, cols] = mask.mask.data[:, 0]
+        # The dense mask is actor-major per row, as the pairs: actor a's candidates are
+        # contiguous.
+        legal[pair_actor, pair_j] = mask.mask.data[:, 0]
     return SelectLayout(
         actor_flat=_tensor(flat_actor_index(mask.actors, row_slot)),
-        actee_flat=_tensor(flat_actor_index(mask.actees, row_slot)),
-        rows=rows,
-        max_actors=max_actors,
         max_actees=max_actees,
-        actor_slot=_tensor(actor_row * max_actors + actor_pos),
-        actee_slot=_tensor(actee_row * max_actees + actee_pos),
         legal=_tensor(legal),
+        pair_slot=_tensor(pair_slot),
+        pair_actor=_tensor(pair_actor),
+        pair_pos=_tensor(pair_actor * max_actees + pair_j),
     )

@@ -41,7 +41,9 @@ def step(net: RogueNet, obs, actions) -> tuple[list[torch.Tensor], list[torch.Te
     loss = out.values.square().sum() + sum((h.logprob + 0.1 * h.entropy).sum() for h in heads)
     loss.backward()
     outputs = [out.values, *(h.logprob for h in heads), *(h.entropy for h in heads)]
-    return [t.detach() for t in outputs], [p.grad.clone() for p in net.parameters()]
+    return [t.detach() for t in outputs], [
+        p.grad.clone() for p in net.parameters() if p.grad is not None
+    ]
 
 
 @pytest.fixture

@@ -25,6 +25,7 @@ from entityrl.nn.kernels.categorical import (
     kernel_available,
     masked_categorical,
     reference_categorical,
+    select_logits,
 )
 
 if os.environ.get("ENTITYRL_NO_KERNELS", "") not in ("", "0"):
@@ -484,3 +485,45 @@ def test_heads_use_the_kernel() -> None:
     actors = torch.tensor([1, 4, 7])
     out = head(x, actors, torch.ones(3, 5, dtype=torch.bool), torch.tensor([0, 2, 4]))
     assert "MaskedCategorical" in type(out.logprob.grad_fn).__name__
+
+
+# ---------------------------------------------------------------------------------------
+# Select-entity logits
+
+
+@pytest.mark.parametrize("width", [1, 16, 32, 37])
+def test_select_logits_match_torch_values_and_gradients(width: int) -> None:
+    gen = torch.Generator().manual_seed(width)
+    slots, actors, candidates = 50, 6, 9
+    x = torch.randn(slots, width, generator=gen, requires_grad=True)
+    u = torch.randn(actors, width, generator=gen, requires_grad=True)
+    # Every actor scores some candidates; slots repeat across actors (several actors per row).
+    actor = torch.repeat_interleave(torch.arange(actors), torch.tensor([3, 9, 1, 4, 4, 2]))
+    slot = torch.randint(0, slots, actor.shape, generator=gen)
+    position = torch.cat(
+        [torch.randperm(candidates, generator=gen)[:n] for n in [3, 9, 1, 4, 4, 2]]
+    )
+    pos = actor * candidates + position
+    grad = torch.randn(actors, candidates, generator=gen)
+    logits = select_logits(x, u, slot, actor, pos, (actors, candidates), 0.25)
+    logits.backward(grad)
+    got = (logits.detach(), x.grad, u.grad)
+    x.grad = u.grad = None
+    flat = 0.25 * (x[slot] * u[actor]).sum(1)
+    want = torch.zeros(actors * candidates).index_put((pos,), flat).view(actors, candidates)
+    want.backward(grad)
+    torch.testing.assert_close(got[0], want.detach())
+    torch.testing.assert_close(got[1], x.grad)
+    torch.testing.assert_close(got[2], u.grad)
+    assert not got[1][torch.tensor([s not in slot for s in range(slots)])].any()
+
+
+def test_select_logits_refuse_indices_out_of_range() -> None:
+    x, u = torch.randn(4, 8), torch.randn(2, 8)
+    ok = torch.tensor([0, 1]), torch.tensor([0, 1]), torch.tensor([0, 3])
+    select_logits(x, u, *ok, (2, 2), 1.0)
+    for which, bad in [(0, 4), (1, 2), (2, 4)]:
+        indices = list(ok)
+        indices[which] = torch.tensor([0, bad])
+        with pytest.raises(ValueError, match="select_logits: a pair's slot, actor or position"):
+            select_logits(x, u, *indices, (2, 2), 1.0)

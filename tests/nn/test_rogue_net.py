@@ -22,6 +22,7 @@ from entityrl.env import (
 from entityrl.nn import RelposConfig, RogueNet, RogueNetConfig, TranslationConfig
 from entityrl.nn.kernels import kernel_available, pointwise
 from entityrl.nn.precision import compute_dtype, native_bfloat16
+from entityrl.nn.transformer import attention_context
 
 OBS_SPACE = ObsSpace(
     entities={
@@ -184,15 +185,24 @@ def test_masked_choices_are_never_sampled() -> None:
     assert torch.isfinite(out.heads["move"].entropy).all()
 
 
-def test_select_entity_probabilities_sum_to_one_over_legal_candidates() -> None:
-    rng = np.random.default_rng(5)
-    rows = [random_row(rng, u, i) for u, i in [(2, 3), (1, 6), (3, 1), (2, 2)]]
+PICK_MASK = np.array([[True, False, True], [False, True, True]])
+
+
+def picking_rows(seed: int, sizes: list[tuple[int, int]]) -> list[Observation]:
+    """Random rows of (units, items) entities; the first row's 2 units and 3 items with
+    PICK_MASK over which items each unit may pick."""
+    rng = np.random.default_rng(seed)
+    rows = [random_row(rng, u, i) for u, i in sizes]
     rows[0] = observation(
         rng.normal(size=(2, 3)).astype(np.float32),
         rng.normal(size=(3, 2)).astype(np.float32),
-        pick_mask=np.array([[True, False, True], [False, True, True]]),
+        pick_mask=PICK_MASK,
     )
-    obs = BATCHER.batch(rows)
+    return rows
+
+
+def test_select_entity_probabilities_sum_to_one_over_legal_candidates() -> None:
+    obs = BATCHER.batch(picking_rows(5, [(2, 3), (1, 6), (3, 1), (2, 2)]))
     model = net()
     mask = obs.action_masks["pick"]
     per_actor = np.repeat(mask.actees.lengths, mask.actors.lengths)
@@ -235,7 +245,9 @@ def test_gradients_reach_every_parameter(config: dict) -> None:
     loss = out.values.sum() + sum(h.logprob.sum() + h.entropy.sum() for h in out.heads.values())
     loss.backward()
     silent = [n for n, p in model.named_parameters() if p.grad is None or not p.grad.any()]
-    assert silent == []
+    # The select-entity key's bias adds the same score to all of an actor's candidates, which
+    # the softmax ignores: it has no effect on the policy, and so no gradient.
+    assert silent == ["heads.pick.key.bias"]
 
 
 def test_hidden_entities_are_invisible_to_the_policy_but_not_the_value() -> None:
@@ -415,3 +427,33 @@ def test_precision_auto_uses_bfloat16_only_where_the_cpu_multiplies_it() -> None
     assert compute_dtype("float32") == torch.float32
     with pytest.raises(ValueError, match=r"net.precision must be one of .*got 'half'"):
         RogueNetConfig(precision="half")  # type: ignore[arg-type]
+
+
+def test_select_entity_scores_are_query_dot_key_over_each_rows_candidates() -> None:
+    # The head computes (W_k^T q) . x; the softmax must equal that of q . (W_k x + b_k) / sqrt(d)
+    # over each actor's candidates, with several actors per row and masked candidates.
+    rows = picking_rows(8, [(2, 3), (1, 6), (3, 1), (0, 2), (2, 2)])
+    obs = BATCHER.batch(rows)
+    model = net()
+    with torch.no_grad():
+        model.heads["pick"].key.bias.normal_()  # (has no effect: the softmax drops it)
+        batch = model.prepare(obs)
+        x = model.encoder(batch, attention_context(batch.layout))
+        head = model.heads["pick"]
+        mask = obs.action_masks["pick"]
+        actors = batch.select["pick"].actor_flat
+        row_of_actor = np.repeat(np.arange(len(rows)), mask.actors.lengths)
+        first_slot = batch.layout.row_slot
+        expected = []
+        for a, r in enumerate(row_of_actor):
+            slots = first_slot[r] + mask.actees.take([r]).data[:, 0]
+            scores = head.key(x[slots]) @ head.query(x[actors[a]]) / head.d_qk**0.5
+            legal = torch.ones(len(slots), dtype=torch.bool)
+            if r == 0:
+                legal = torch.from_numpy(PICK_MASK[a])
+            expected.append(torch.log_softmax(scores.masked_fill(~legal, -torch.inf), 0))
+        for j in range(6):
+            chosen = torch.tensor([min(j, len(e) - 1) for e in expected])
+            out = head(x, batch.select["pick"], chosen)
+            want = torch.stack([e[c] for e, c in zip(expected, chosen.tolist(), strict=True)])
+            torch.testing.assert_close(out.logprob, want, rtol=1e-5, atol=1e-5)

@@ -474,9 +474,35 @@ static void backward(const Bwd& b, int64_t A, int64_t C, int64_t nthreads) {
 }
 
 // ---------------------------------------------------------------------------------------
+// Select-entity scores: logits[pos[p]] = scale * x[slot[p]] . u[actor[p]] for each (actor,
+// candidate) pair p, the other logits 0 (the candidates' mask makes them illegal). The
+// gradient runs the other way: dx[slot] accumulates scale * dlogits * u[actor] over the pairs
+// of that slot (0 for slots of no pair), du[actor] scale * dlogits * x[slot] over its pairs.
+// Candidates vastly outnumber actors, so one vector per actor (its query mapped back through
+// the key projection) replaces a projected key per candidate, and each candidate's embedding
+// is read once each way instead of being gathered, projected and scattered back. One thread:
+// pairs of different actors may share a slot, and the work is a fraction of a millisecond.
+
+static float dot(const float* a, const float* b, int64_t D) {
+    vf acc = vf{};
+    int64_t d = 0;
+    for (; d + W <= D; d += W) acc += load<W>(a + d) * load<W>(b + d);
+    float sum = hsum(acc);
+    for (; d < D; d++) sum += a[d] * b[d];
+    return sum;
+}
+
+// y += c * x over D floats.
+static void axpy(float c, const float* x, float* y, int64_t D) {
+    int64_t d = 0;
+    for (; d + W <= D; d += W) store<W>(y + d, load<W>(y + d) + c * load<W>(x + d));
+    for (; d < D; d++) y[d] += c * x[d];
+}
+
+// ---------------------------------------------------------------------------------------
 // Exported functions: 0 on success or a negative error code (-1 unknown mode, -2 bad sizes
-// or a missing input, -3 a given action outside [0, C)). Arrays are contiguous, A rows of C
-// entries; nthreads: the most threads to use.
+// or a missing input, -3 a given action outside [0, C), -4 a pair's index out of range).
+// Arrays are contiguous, A rows of C entries; nthreads: the most threads to use.
 
 extern "C" {
 
@@ -500,6 +526,41 @@ int64_t cat_backward(const float* x, const uint8_t* legal, const int64_t* act, c
                      const float* gentropy, float* dx, int64_t A, int64_t C, int64_t nthreads) {
     if (A < 0 || C < 1) return -2;
     backward(Bwd{x, legal, act, max, log_sum, entropy, glogprob, gentropy, dx}, A, C, nthreads);
+    return 0;
+}
+
+// Select-entity logits (L) from x (S, D) and u (A, D), float32, for P pairs (slot, actor,
+// pos: int64 indices into x's rows, u's rows and the logits). -4: an index out of range.
+int64_t sel_forward(const float* x, const float* u, const int64_t* slot, const int64_t* actor,
+                    const int64_t* pos, float* logits, float scale, int64_t P, int64_t S,
+                    int64_t A, int64_t L, int64_t D) {
+    if (P < 0 || S < 0 || A < 0 || L < 0 || D < 1) return -2;
+    for (int64_t p = 0; p < P; p++)
+        if (slot[p] < 0 || slot[p] >= S || actor[p] < 0 || actor[p] >= A || pos[p] < 0 ||
+            pos[p] >= L)
+            return -4;
+    memset(logits, 0, L * sizeof(float));
+    for (int64_t p = 0; p < P; p++)
+        logits[pos[p]] = scale * dot(x + slot[p] * D, u + actor[p] * D, D);
+    return 0;
+}
+
+// The gradients of sel_forward's logits, dlogits (L): writes dx (S, D) and du (A, D).
+int64_t sel_backward(const float* x, const float* u, const int64_t* slot, const int64_t* actor,
+                     const int64_t* pos, const float* dlogits, float* dx, float* du, float scale,
+                     int64_t P, int64_t S, int64_t A, int64_t L, int64_t D) {
+    if (P < 0 || S < 0 || A < 0 || L < 0 || D < 1) return -2;
+    for (int64_t p = 0; p < P; p++)
+        if (slot[p] < 0 || slot[p] >= S || actor[p] < 0 || actor[p] >= A || pos[p] < 0 ||
+            pos[p] >= L)
+            return -4;
+    memset(dx, 0, S * D * sizeof(float));
+    memset(du, 0, A * D * sizeof(float));
+    for (int64_t p = 0; p < P; p++) {
+        const float g = scale * dlogits[pos[p]];
+        axpy(g, u + actor[p] * D, dx + slot[p] * D, D);
+        axpy(g, x + slot[p] * D, du + actor[p] * D, D);
+    }
     return 0;
 }
 

@@ -16,6 +16,10 @@ the kernel cannot serve: no kernel on this machine (or ``ENTITYRL_NO_KERNELS=1``
 float32 or not on the CPU, rows of no choices. Both draw the sampling noise with one
 ``torch.rand_like(logits)``, so a seeded run samples the same actions with either, except
 where two entries' scores agree to about 1e-7 (their logarithms may round differently).
+
+The same library computes the select-entity heads' logits (:func:`select_logits`): each
+(actor, candidate) pair's dot product of the candidate's embedding with a vector of the actor,
+written to its place in the ``(actors, candidates)`` logits, and back.
 """
 
 from __future__ import annotations
@@ -29,11 +33,22 @@ from torch.autograd.function import once_differentiable
 
 from entityrl.nn.kernels import build
 
-__all__ = ["HeadOutput", "kernel_available", "masked_categorical", "reference_categorical"]
+__all__ = [
+    "HeadOutput",
+    "kernel_available",
+    "masked_categorical",
+    "reference_categorical",
+    "select_logits",
+]
 
 # Kernel modes: score the given actions, take the argmax, sample.
 _GIVEN, _ARGMAX, _SAMPLE = 0, 1, 2
-_ERRORS = {-1: "unknown mode", -2: "bad sizes", -3: "a chosen action is out of range"}
+_ERRORS = {
+    -1: "unknown mode",
+    -2: "bad sizes",
+    -3: "a chosen action is out of range",
+    -4: "a pair's slot, actor or position is out of range",
+}
 
 
 @dataclass
@@ -54,7 +69,11 @@ class _Kernel:
         self.forward.argtypes = [ptr, ptr, ptr, ptr, i64, ptr, ptr, ptr, ptr, i64, i64, i64]
         self.backward = lib.cat_backward
         self.backward.argtypes = [ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, i64, i64, i64]
-        for fn in (self.forward, self.backward):
+        self.select_forward = lib.sel_forward
+        self.select_forward.argtypes = [ptr] * 6 + [ctypes.c_float] + [i64] * 5
+        self.select_backward = lib.sel_backward
+        self.select_backward.argtypes = [ptr] * 8 + [ctypes.c_float] + [i64] * 5
+        for fn in (self.forward, self.backward, self.select_forward, self.select_backward):
             fn.restype = i64
 
 
@@ -64,9 +83,9 @@ _reset = _LIBRARY.reset
 kernel_available = _LIBRARY.available
 
 
-def _check(err: int) -> None:
+def _check(err: int, op: str = "masked_categorical") -> None:
     if err:
-        raise ValueError(f"masked_categorical: {_ERRORS.get(err, f'error {err}')}")
+        raise ValueError(f"{op}: {_ERRORS.get(err, f'error {err}')}")
 
 
 def _ptr(t: torch.Tensor | None) -> int | None:
@@ -230,3 +249,88 @@ def reference_categorical(
     safe_logp = logp if legal is None else logp.masked_fill(~legal, 0.0)
     entropy = -(logp.exp() * safe_logp).sum(dim=-1)
     return HeadOutput(chosen, logprob, entropy)
+
+
+def select_logits(
+    x: torch.Tensor,
+    u: torch.Tensor,
+    slot: torch.Tensor,
+    actor: torch.Tensor,
+    pos: torch.Tensor,
+    shape: tuple[int, int],
+    scale: float,
+) -> torch.Tensor:
+    """``(actors, candidates)`` logits, 0 except ``logits.view(-1)[pos[p]] = scale *
+    x[slot[p]] . u[actor[p]]`` for every pair ``p``; differentiable with respect to ``x``
+    ``(slots, D)`` and ``u`` ``(actors, D)``. The kernel takes float32 CPU tensors (and int64
+    indices, which it checks); anything else runs the same in torch."""
+    kernel = _get_kernel()
+    if (
+        kernel is None
+        or any(t.dtype != torch.float32 or not t.is_cpu for t in (x, u))
+        or x.dim() != 2
+        or u.dim() != 2
+        or x.shape[1] != u.shape[1]
+    ):
+        flat = scale * (x.index_select(0, slot) * u.index_select(0, actor)).sum(1)
+        return flat.new_zeros(shape[0] * shape[1]).index_copy(0, pos, flat).view(shape)
+    indices = tuple(t.to(torch.int64).contiguous() for t in (slot, actor, pos))
+    return _SelectLogits.apply(x.contiguous(), u.contiguous(), indices, shape, scale, kernel)
+
+
+class _SelectLogits(torch.autograd.Function):
+    @staticmethod
+    def forward(
+        ctx: Any,
+        x: torch.Tensor,
+        u: torch.Tensor,
+        indices: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+        shape: tuple[int, int],
+        scale: float,
+        kernel: _Kernel,
+    ) -> torch.Tensor:
+        slot, actor, pos = indices
+        logits = torch.empty(shape, dtype=torch.float32)
+        err = kernel.select_forward(
+            x.data_ptr(),
+            u.data_ptr(),
+            slot.data_ptr(),
+            actor.data_ptr(),
+            pos.data_ptr(),
+            logits.data_ptr(),
+            scale,
+            slot.shape[0],
+            x.shape[0],
+            u.shape[0],
+            logits.numel(),
+            x.shape[1],
+        )
+        _check(err, "select_logits")
+        ctx.save_for_backward(x, u, slot, actor, pos)
+        ctx.scale, ctx.kernel = scale, kernel
+        return logits
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        x, u, slot, actor, pos = ctx.saved_tensors
+        grad = grad.to(torch.float32).contiguous()
+        dx, du = torch.empty_like(x), torch.empty_like(u)
+        err = ctx.kernel.select_backward(
+            x.data_ptr(),
+            u.data_ptr(),
+            slot.data_ptr(),
+            actor.data_ptr(),
+            pos.data_ptr(),
+            grad.data_ptr(),
+            dx.data_ptr(),
+            du.data_ptr(),
+            ctx.scale,
+            slot.shape[0],
+            x.shape[0],
+            u.shape[0],
+            grad.numel(),
+            x.shape[1],
+        )
+        _check(err, "select_logits backward")
+        return dx, du, None, None, None, None
