@@ -501,7 +501,8 @@ static void axpy(float c, const float* x, float* y, int64_t D) {
 
 // ---------------------------------------------------------------------------------------
 // Exported functions: 0 on success or a negative error code (-1 unknown mode, -2 bad sizes
-// or a missing input, -3 a given action outside [0, C), -4 a pair's index out of range).
+// or a missing input, -3 a given action outside [0, C), -4 a pair's index out of range,
+// -5 out of memory).
 // Arrays are contiguous, A rows of C entries; nthreads: the most threads to use.
 
 extern "C" {
@@ -554,13 +555,27 @@ int64_t sel_backward(const float* x, const float* u, const int64_t* slot, const 
         if (slot[p] < 0 || slot[p] >= S || actor[p] < 0 || actor[p] >= A || pos[p] < 0 ||
             pos[p] >= L)
             return -4;
-    memset(dx, 0, S * D * sizeof(float));
+    // A slot's first pair writes its row of dx, later pairs add to it, and the rows of no
+    // pair are zeroed last: each row of dx is written once or twice, not zeroed, read and
+    // written again (dx is as large as x, du is small).
+    uint8_t* seen = (uint8_t*)calloc(S > 0 ? S : 1, 1);
+    if (!seen) return -5;
     memset(du, 0, A * D * sizeof(float));
     for (int64_t p = 0; p < P; p++) {
         const float g = scale * dlogits[pos[p]];
-        axpy(g, u + actor[p] * D, dx + slot[p] * D, D);
+        const float* ua = u + actor[p] * D;
+        float* row = dx + slot[p] * D;
+        if (seen[slot[p]]) {
+            axpy(g, ua, row, D);
+        } else {
+            for (int64_t d = 0; d < D; d++) row[d] = g * ua[d];
+            seen[slot[p]] = 1;
+        }
         axpy(g, x + slot[p] * D, du + actor[p] * D, D);
     }
+    for (int64_t s = 0; s < S; s++)
+        if (!seen[s]) memset(dx + s * D, 0, D * sizeof(float));
+    free(seen);
     return 0;
 }
 

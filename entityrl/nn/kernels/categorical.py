@@ -48,6 +48,7 @@ _ERRORS = {
     -2: "bad sizes",
     -3: "a chosen action is out of range",
     -4: "a pair's slot, actor or position is out of range",
+    -5: "out of memory",
 }
 
 
@@ -85,7 +86,8 @@ kernel_available = _LIBRARY.available
 
 def _check(err: int, op: str = "masked_categorical") -> None:
     if err:
-        raise ValueError(f"{op}: {_ERRORS.get(err, f'error {err}')}")
+        message = f"{op}: {_ERRORS.get(err, f'error {err}')}"
+        raise MemoryError(message) if err == -5 else ValueError(message)
 
 
 def _ptr(t: torch.Tensor | None) -> int | None:
