@@ -573,12 +573,16 @@ INL void softmax_tile(float* S, int64_t np, float* mx_out, float* inv_out) {
         for (int t = 0; t < TI; t++) store<W>(S + t * np + j, load<W>(S + t * np + j) * m[t]);
 }
 
-// softmax_tile for np = NB * W keys, the scores computed and kept in registers. (The loops
-// over the tile's scores are unrolled by force: GCC's limits leave the exponentials' loop
-// rolled, and the scores in memory.)
-template <int DP, int NB, class E>
+// A vector of weights stored as floats, or rounded to bfloat16 (for O = P V with pairs).
+INL void store_weights(float* p, vf x) { store<W>(p, x); }
+INL void store_weights(uint16_t* p, vf x) { store_bf16(p, x); }
+
+// softmax_tile for np = NB * W keys, the scores computed and kept in registers and the weights
+// stored into S (floats or bfloat16). (The loops over the tile's scores are unrolled by force:
+// GCC's limits leave the exponentials' loop rolled, and the scores in memory.)
+template <int DP, int NB, class E, class Out>
 INL void attend_tile(const E* const q[TI], const E* KT, float scale, const float* const bias[TI],
-                     float* S, float* mx_out, float* inv_out) {
+                     Out* S, float* mx_out, float* inv_out) {
     constexpr int64_t np = NB * W;
     vf a[TI][NB];
     scores_tile<DP, NB>(q, KT, np, 0, scale, bias, a);
@@ -602,7 +606,7 @@ INL void attend_tile(const E* const q[TI], const E* KT, float scale, const float
         const float sum = hsum(z[t]);
         const float inv = sum > 0.f ? 1.f / sum : 0.f;
         inv_out[t] = inv;
-        for (int b = 0; b < NB; b++) store<W>(S + t * np + b * W, a[t][b] * inv);
+        for (int b = 0; b < NB; b++) store_weights(S + t * np + b * W, a[t][b] * inv);
     }
 }
 
@@ -875,11 +879,14 @@ INL void tile_masks(int64_t i, int64_t n, const uint8_t* vis, const float* bpad,
 }
 
 // The weights P of all the queries of a head (Q: rows of stride ldq, KT: its keys transposed)
-// and their statistics ((2, nq), see saved_of), with NB = nb_of(np).
+// and their statistics ((2, nq), see saved_of), with NB = nb_of(np). With floats, P holds the
+// weights (rows of np); with pairs, they are rounded to bfloat16 into Pb (rows of np) as each
+// tile is done, and P holds only a tile's (TI rows) when NB = 0.
 template <int DP, int NB, class E>
 NOINL void weights_head(const E* Q, int64_t ldq, const E* KT, int64_t n, int64_t np,
                         const float* bpad, const float* bvis, const uint8_t* vis, float* stats,
-                        float* P, const float* zero, float scale) {
+                        float* P, [[maybe_unused]] uint16_t* Pb, const float* zero, float scale) {
+    constexpr bool pairs = PACK<E> == 2;
     const int64_t nq = round_up(n, TI);
     for (int64_t i = 0; i < n; i += TI) {
         const E* q[TI];
@@ -887,18 +894,24 @@ NOINL void weights_head(const E* Q, int64_t ldq, const E* KT, int64_t n, int64_t
         tile_rows(Q, ldq, i, n, zero, q);
         tile_masks(i, n, vis, bpad, bvis, bias);
         if constexpr (NB > 0) {
-            attend_tile<DP, NB>(q, KT, scale, bias, P + i * NB * W, stats + i, stats + nq + i);
+            if constexpr (pairs)
+                attend_tile<DP, NB>(q, KT, scale, bias, Pb + i * np, stats + i, stats + nq + i);
+            else
+                attend_tile<DP, NB>(q, KT, scale, bias, P + i * np, stats + i, stats + nq + i);
         } else {
-            score_tile<DP>(q, KT, np, scale, bias, P + i * np);
-            softmax_tile(P + i * np, np, stats + i, stats + nq + i);
+            float* S = pairs ? P : P + i * np;
+            score_tile<DP>(q, KT, np, scale, bias, S);
+            softmax_tile(S, np, stats + i, stats + nq + i);
+            if constexpr (pairs) narrow(S, Pb, 1, i * np, TI * np);
         }
     }
 }
 
 // Q: the head's queries (rows of stride ldq), KT: its keys transposed; stats: its (2, nq)
-// statistics and P its weights (rows of np floats), see saved_of. Then O = P V over nk rows of
-// V (stride ldv): with floats, the head's values, nk = n; with pairs, its values interleaved
-// by pairs of rows (interleave_rows), nk = (n + 1) / 2, and P rounded to bfloat16 into Pb.
+// statistics and P its weights (rows of np floats; with pairs, rounded to bfloat16 into Pb,
+// see weights_head), see saved_of. Then O = P V over nk rows of V (stride ldv): with floats,
+// the head's values, nk = n; with pairs, its values interleaved by pairs of rows
+// (interleave_rows), nk = (n + 1) / 2.
 template <int DP, class E>
 static void forward_head(const E* Q, int64_t ldq, const E* KT, const E* V, int64_t ldv,
                          int64_t nk, int64_t n, int64_t np, const float* bpad, const float* bvis,
@@ -908,10 +921,9 @@ static void forward_head(const E* Q, int64_t ldq, const E* KT, const E* V, int64
     // that were just stored as vectors, which stalls when it follows the store too closely.
     with_nb<0>(nb_of(np), [&](auto NBc) {
         weights_head<DP, decltype(NBc)::value>(Q, ldq, KT, n, np, bpad, bvis, vis, stats, P,
-                                               zero, scale);
+                                               Pb, zero, scale);
     });
     if constexpr (PACK<E> == 2) {
-        narrow(P, Pb, 1, 0, round_up(n, TI) * np);
         mix_rows<DP>((const E*)Pb, np / 2, V, ldv, nk, n, O, ldo);
     } else {
         mix_rows<DP>(P, np, V, ldv, nk, n, O, ldo);
@@ -932,7 +944,7 @@ static bool forward_rows(const Ctx& c, int64_t r0, int64_t r1, int64_t soff) {
     const size_t o_pb = pairs ? cv.add(nqmax * npmax / 2) : 0;
     const size_t o_kt = cv.add(HPp * npmax);
     const size_t o_bias = cv.add(2 * npmax);
-    const size_t o_p = cv.add(nqmax * npmax);
+    const size_t o_p = cv.add((pairs ? TI : nqmax) * npmax);
     const size_t o_o = c.direct ? 0 : cv.add(npmax * HPp);
     const size_t o_stats = cv.add(saved_of(npmax, c.H, true));
     const size_t o_zero = cv.add(3 * HPp + W);
