@@ -22,10 +22,11 @@
 // the size of qkv at 34 tokens) and reading it back. The products O = P V, dQ, dK and dV take
 // pairs too: P and dS are rounded to bfloat16 (one more rounding of each term, of the order of
 // that of the bfloat16 result) and paired over keys for O and dQ, over queries for dK and dV,
-// whose other operands are the rows interleaved two by two. With float dot products recomputing
-// costs more, and the forward saves P. Rows of up to SHORT tokens skip the tiles (dot products
-// over features, scalar softmax); a one-token row's output is its value. Rows are split
-// between threads by estimated work. Accumulation is always in float32; bfloat16 rows are
+// whose other operands are the rows interleaved two by two; that rounding also lets the
+// exponentials of P take a cheaper polynomial (see exp_shifted). With float dot products
+// recomputing costs more, and the forward saves P. Rows of up to SHORT tokens skip the tiles
+// (dot products over features, scalar softmax); a one-token row's output is its value. Rows
+// are split between threads by estimated work. Accumulation is always in float32; bfloat16 rows are
 // widened into per-thread scratch first (as are heads whose width needs padding; pairs read
 // unpadded bfloat16 rows as they are) and results are rounded to nearest even.
 
@@ -115,10 +116,24 @@ INL float hmax(vf a) {
     return a[0];
 }
 
+// Polynomials p(f) ~ 2^f for |f| <= 1/2 with p(0) = 1 exactly, coefficients of f^DEG down to
+// f^1: Cephes' exp2f (degree 6, relative error ~1e-7, float32 accuracy), and a fit of degree 3
+// minimising the relative error (1.03e-4, 19 times below the 2^-9 of rounding to bfloat16).
+template <int DEG>
+constexpr float EXP2_POLY[DEG] = {};
+template <>
+constexpr float EXP2_POLY<6>[6] = {1.535336188319500e-4f, 1.339887440266574e-3f,
+                                   9.618437357674640e-3f, 5.550332471162809e-2f,
+                                   2.402264791363012e-1f, 6.931472028550421e-1f};
+template <>
+constexpr float EXP2_POLY<3>[3] = {5.500667169690132e-2f, 2.422056347131729e-1f,
+                                   6.932826042175293e-1f};
+
 // 2^t for t <= 0 (scores minus their row maximum, times log2 e): 2^k * p(f) with
-// k = round(t), |f| <= 1/2 and the Cephes exp2f polynomial (relative error ~1e-7). -inf and
-// anything below 2^-126 give exactly 0 (no denormals); NaN stays NaN.
+// k = round(t), |f| <= 1/2 and p = EXP2_POLY<DEG>. -inf and anything below 2^-126 give
+// exactly 0 (no denormals); NaN stays NaN.
 #define LOG2E 1.44269504088896341f
+template <int DEG>
 INL vf vexp2(vf t) {
 #ifdef __AVX512F__
     const __mmask16 keep = _mm512_cmp_ps_mask(t, _mm512_set1_ps(-126.f), _CMP_NLT_UQ);
@@ -130,12 +145,8 @@ INL vf vexp2(vf t) {
     const vf k = (t + 12582912.f) - 12582912.f;  // round to nearest
 #endif
     const vf f = t - k;
-    vf p = splat(1.535336188319500e-4f);
-    p = p * f + 1.339887440266574e-3f;
-    p = p * f + 9.618437357674640e-3f;
-    p = p * f + 5.550332471162809e-2f;
-    p = p * f + 2.402264791363012e-1f;
-    p = p * f + 6.931472028550421e-1f;
+    vf p = splat(EXP2_POLY<DEG>[0]);
+    for (int d = 1; d < DEG; d++) p = p * f + EXP2_POLY<DEG>[d];
     p = p * f + 1.0f;
 #ifdef __AVX512F__
     return _mm512_maskz_scalef_ps(keep, p, k);
@@ -145,17 +156,13 @@ INL vf vexp2(vf t) {
 #endif
 }
 
-// Scalar 2^t (t <= 0), as vexp2.
+// Scalar 2^t (t <= 0), as vexp2<6>.
 INL float sexp2(float t) {
     if (!(t >= -126.f)) return t != t ? t : 0.f;
     const float k = (t + 12582912.f) - 12582912.f;
     const float f = t - k;
-    float p = 1.535336188319500e-4f;
-    p = p * f + 1.339887440266574e-3f;
-    p = p * f + 9.618437357674640e-3f;
-    p = p * f + 5.550332471162809e-2f;
-    p = p * f + 2.402264791363012e-1f;
-    p = p * f + 6.931472028550421e-1f;
+    float p = EXP2_POLY<6>[0];
+    for (int d = 1; d < 6; d++) p = p * f + EXP2_POLY<6>[d];
     p = p * f + 1.0f;
     const int32_t e = ((int32_t)k + 127) << 23;
     float scale;
@@ -534,8 +541,13 @@ INL void score_tile(const E* const q[TI], const E* KT, int64_t np, float scale,
 }
 
 // exp(s - mx) for scores s of a query whose largest is mx: the same arithmetic in the forward
-// and in the backward's recomputation, so that both see the same weights.
-INL vf exp_shifted(vf s, float mx) { return vexp2(s * LOG2E + (-mx * LOG2E)); }
+// and in the backward's recomputation, so that both see the same weights. With pairs the
+// weights are rounded to bfloat16 for all their uses but the softmax's sums (O = P V, dQ, dK,
+// dV; and dS, from P * dP), so the degree-3 polynomial's error is lost in that rounding.
+template <class E>
+INL vf exp_shifted(vf s, float mx) {
+    return vexp2<PACK<E> == 2 ? 3 : 6>(s * LOG2E + (-mx * LOG2E));
+}
 
 // The largest of a query's scores (0 when all are -inf: no visible key, all-zero weights).
 INL float finite_max(vf m) {
@@ -544,8 +556,9 @@ INL float finite_max(vf m) {
 }
 
 // Softmax of each of the TI rows of S (np columns; -inf entries get weight 0), in place, and
-// their statistics (largest score, 1 / sum of exponentials). The rows are processed side by
-// side so that their reductions and exponentials overlap.
+// their statistics (largest score, 1 / sum of exponentials), for dot products of elements E.
+// The rows are processed side by side so that their reductions and exponentials overlap.
+template <class E>
 INL void softmax_tile(float* S, int64_t np, float* mx_out, float* inv_out) {
     vf m[TI], z[TI];
     float mx[TI];
@@ -558,7 +571,7 @@ INL void softmax_tile(float* S, int64_t np, float* mx_out, float* inv_out) {
     }
     for (int64_t j = 0; j < np; j += W)
         for (int t = 0; t < TI; t++) {
-            const vf e = exp_shifted(load<W>(S + t * np + j), mx[t]);
+            const vf e = exp_shifted<E>(load<W>(S + t * np + j), mx[t]);
             store<W>(S + t * np + j, e);
             z[t] += e;
         }
@@ -573,12 +586,16 @@ INL void softmax_tile(float* S, int64_t np, float* mx_out, float* inv_out) {
         for (int t = 0; t < TI; t++) store<W>(S + t * np + j, load<W>(S + t * np + j) * m[t]);
 }
 
-// softmax_tile for np = NB * W keys, the scores computed and kept in registers. (The loops
-// over the tile's scores are unrolled by force: GCC's limits leave the exponentials' loop
-// rolled, and the scores in memory.)
-template <int DP, int NB, class E>
+// A vector of weights stored as floats, or rounded to bfloat16 (for O = P V with pairs).
+INL void store_weights(float* p, vf x) { store<W>(p, x); }
+INL void store_weights(uint16_t* p, vf x) { store_bf16(p, x); }
+
+// softmax_tile for np = NB * W keys, the scores computed and kept in registers and the weights
+// stored into S (floats or bfloat16). (The loops over the tile's scores are unrolled by force:
+// GCC's limits leave the exponentials' loop rolled, and the scores in memory.)
+template <int DP, int NB, class E, class Out>
 INL void attend_tile(const E* const q[TI], const E* KT, float scale, const float* const bias[TI],
-                     float* S, float* mx_out, float* inv_out) {
+                     Out* S, float* mx_out, float* inv_out) {
     constexpr int64_t np = NB * W;
     vf a[TI][NB];
     scores_tile<DP, NB>(q, KT, np, 0, scale, bias, a);
@@ -594,7 +611,7 @@ INL void attend_tile(const E* const q[TI], const E* KT, float scale, const float
         z[t] = vf{};
 #pragma GCC unroll 16
         for (int b = 0; b < NB; b++) {
-            a[t][b] = exp_shifted(a[t][b], mx);
+            a[t][b] = exp_shifted<E>(a[t][b], mx);
             z[t] += a[t][b];
         }
     }
@@ -602,7 +619,7 @@ INL void attend_tile(const E* const q[TI], const E* KT, float scale, const float
         const float sum = hsum(z[t]);
         const float inv = sum > 0.f ? 1.f / sum : 0.f;
         inv_out[t] = inv;
-        for (int b = 0; b < NB; b++) store<W>(S + t * np + b * W, a[t][b] * inv);
+        for (int b = 0; b < NB; b++) store_weights(S + t * np + b * W, a[t][b] * inv);
     }
 }
 
@@ -617,7 +634,7 @@ INL void probs_tile(const E* const q[TI], const E* KT, int64_t np, int64_t j0, f
     for (int t = 0; t < TI; t++)
 #pragma GCC unroll 16
         for (int b = 0; b < NB; b++)
-            store<W>(P + t * np + j0 + b * W, exp_shifted(s[t][b], mx[t]) * inv[t]);
+            store<W>(P + t * np + j0 + b * W, exp_shifted<E>(s[t][b], mx[t]) * inv[t]);
 }
 
 // dS[t][:] = P_t * (dP_t - sum(P_t * dP_t)) * scale with dP_t = g_t . V^T, for np = NB * W.
@@ -651,7 +668,7 @@ INL void grad_pairs_tile(const E* const q[TI], const E* const g[TI], const E* KT
 #pragma GCC unroll 16
     for (int t = 0; t < TI; t++)
 #pragma GCC unroll 16
-        for (int b = 0; b < NB; b++) p[t][b] = exp_shifted(p[t][b], mx[t]) * inv[t];
+        for (int b = 0; b < NB; b++) p[t][b] = exp_shifted<E>(p[t][b], mx[t]) * inv[t];
     dots_tile<DP, NB>(g, VT, np, 0, d);
     for (int t = 0; t < TI; t++) {
         vf acc = vf{};
@@ -875,11 +892,15 @@ INL void tile_masks(int64_t i, int64_t n, const uint8_t* vis, const float* bpad,
 }
 
 // The weights P of all the queries of a head (Q: rows of stride ldq, KT: its keys transposed)
-// and their statistics ((2, nq), see saved_of), with NB = nb_of(np).
+// and their statistics ((2, nq), see saved_of), with NB = nb_of(np). With floats, P holds the
+// weights (rows of np); with pairs, they are rounded to bfloat16 into Pb (rows of np) as each
+// tile is done, and P holds only a tile's (TI rows) when NB = 0.
 template <int DP, int NB, class E>
 NOINL void weights_head(const E* Q, int64_t ldq, const E* KT, int64_t n, int64_t np,
                         const float* bpad, const float* bvis, const uint8_t* vis, float* stats,
-                        float* P, const float* zero, float scale) {
+                        float* P, [[maybe_unused]] uint16_t* Pb, const float* zero, float scale) {
+    constexpr bool pairs = PACK<E> == 2;
+    if constexpr (NB > 0) np = NB * W;  // known at compile time
     const int64_t nq = round_up(n, TI);
     for (int64_t i = 0; i < n; i += TI) {
         const E* q[TI];
@@ -887,18 +908,24 @@ NOINL void weights_head(const E* Q, int64_t ldq, const E* KT, int64_t n, int64_t
         tile_rows(Q, ldq, i, n, zero, q);
         tile_masks(i, n, vis, bpad, bvis, bias);
         if constexpr (NB > 0) {
-            attend_tile<DP, NB>(q, KT, scale, bias, P + i * NB * W, stats + i, stats + nq + i);
+            if constexpr (pairs)
+                attend_tile<DP, NB>(q, KT, scale, bias, Pb + i * np, stats + i, stats + nq + i);
+            else
+                attend_tile<DP, NB>(q, KT, scale, bias, P + i * np, stats + i, stats + nq + i);
         } else {
-            score_tile<DP>(q, KT, np, scale, bias, P + i * np);
-            softmax_tile(P + i * np, np, stats + i, stats + nq + i);
+            float* S = pairs ? P : P + i * np;
+            score_tile<DP>(q, KT, np, scale, bias, S);
+            softmax_tile<E>(S, np, stats + i, stats + nq + i);
+            if constexpr (pairs) narrow(S, Pb, 1, i * np, TI * np);
         }
     }
 }
 
 // Q: the head's queries (rows of stride ldq), KT: its keys transposed; stats: its (2, nq)
-// statistics and P its weights (rows of np floats), see saved_of. Then O = P V over nk rows of
-// V (stride ldv): with floats, the head's values, nk = n; with pairs, its values interleaved
-// by pairs of rows (interleave_rows), nk = (n + 1) / 2, and P rounded to bfloat16 into Pb.
+// statistics and P its weights (rows of np floats; with pairs, rounded to bfloat16 into Pb,
+// see weights_head), see saved_of. Then O = P V over nk rows of V (stride ldv): with floats,
+// the head's values, nk = n; with pairs, its values interleaved by pairs of rows
+// (interleave_rows), nk = (n + 1) / 2.
 template <int DP, class E>
 static void forward_head(const E* Q, int64_t ldq, const E* KT, const E* V, int64_t ldv,
                          int64_t nk, int64_t n, int64_t np, const float* bpad, const float* bvis,
@@ -908,10 +935,9 @@ static void forward_head(const E* Q, int64_t ldq, const E* KT, const E* V, int64
     // that were just stored as vectors, which stalls when it follows the store too closely.
     with_nb<0>(nb_of(np), [&](auto NBc) {
         weights_head<DP, decltype(NBc)::value>(Q, ldq, KT, n, np, bpad, bvis, vis, stats, P,
-                                               zero, scale);
+                                               Pb, zero, scale);
     });
     if constexpr (PACK<E> == 2) {
-        narrow(P, Pb, 1, 0, round_up(n, TI) * np);
         mix_rows<DP>((const E*)Pb, np / 2, V, ldv, nk, n, O, ldo);
     } else {
         mix_rows<DP>(P, np, V, ldv, nk, n, O, ldo);
@@ -932,7 +958,7 @@ static bool forward_rows(const Ctx& c, int64_t r0, int64_t r1, int64_t soff) {
     const size_t o_pb = pairs ? cv.add(nqmax * npmax / 2) : 0;
     const size_t o_kt = cv.add(HPp * npmax);
     const size_t o_bias = cv.add(2 * npmax);
-    const size_t o_p = cv.add(nqmax * npmax);
+    const size_t o_p = cv.add((pairs ? TI : nqmax) * npmax);
     const size_t o_o = c.direct ? 0 : cv.add(npmax * HPp);
     const size_t o_stats = cv.add(saved_of(npmax, c.H, true));
     const size_t o_zero = cv.add(3 * HPp + W);
