@@ -29,15 +29,15 @@ class CategoricalHead(nn.Module):
     def forward(
         self,
         x: torch.Tensor,
-        actors: torch.Tensor,
+        actors: torch.Tensor | None,
         legal: torch.Tensor | None,
         chosen: torch.Tensor | None = None,
         deterministic: bool = False,
     ) -> HeadOutput:
+        """``actors``: the slots of ``x`` that act, None for all of them in order."""
         # index_select: several times faster than x[actors], forward and backward.
-        return masked_categorical(
-            self.proj(x.index_select(0, actors)), legal, chosen, deterministic
-        )
+        acting = x if actors is None else x.index_select(0, actors)
+        return masked_categorical(self.proj(acting), legal, chosen, deterministic)
 
 
 class SelectEntityHead(nn.Module):

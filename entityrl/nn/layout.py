@@ -212,12 +212,14 @@ def flat_actor_index(actors: RaggedArray, row_slot: npt.NDArray[np.int64]) -> np
 
 
 def categorical_inputs(
-    mask: VecCategoricalMask, row_slot: npt.NDArray[np.int64]
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """(flat actor index, legal-choice mask or None) of a categorical action."""
-    actors = _tensor(flat_actor_index(mask.actors, row_slot))
+    mask: VecCategoricalMask, row_slot: npt.NDArray[np.int64], num_slots: int
+) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """(flat actor index, legal-choice mask or None) of a categorical action; the index is None
+    when every slot acts, in order (one entity per row, say), and so needs no gather."""
+    flat = flat_actor_index(mask.actors, row_slot)
+    every_slot = flat.shape[0] == num_slots and np.array_equal(flat, np.arange(num_slots))
     legal = None if mask.mask is None else _tensor(mask.mask.data)
-    return actors, legal
+    return None if every_slot else _tensor(flat), legal
 
 
 def select_layout(mask: VecSelectEntityMask, row_slot: npt.NDArray[np.int64]) -> SelectLayout:

@@ -91,7 +91,10 @@ class PreparedBatch:
 
     obs: VecObs
     layout: BatchLayout
-    categorical: dict[str, tuple[torch.Tensor, torch.Tensor | None]] = field(default_factory=dict)
+    # Per categorical action: its actors' slots (None: every slot, in order) and legal choices.
+    categorical: dict[str, tuple[torch.Tensor | None, torch.Tensor | None]] = field(
+        default_factory=dict
+    )
     select: dict[str, SelectLayout] = field(default_factory=dict)
 
 
@@ -212,7 +215,9 @@ class RogueNet(nn.Module):
                 batch.select[name] = select_layout(mask, layout.row_slot)
             else:
                 assert isinstance(mask, VecCategoricalMask)
-                batch.categorical[name] = categorical_inputs(mask, layout.row_slot)
+                batch.categorical[name] = categorical_inputs(
+                    mask, layout.row_slot, layout.num_slots
+                )
         return batch
 
     def _check_obs(self, obs: VecObs) -> None:
@@ -254,7 +259,7 @@ class RogueNet(nn.Module):
                 heads[name] = head(x, layout, chosen, deterministic)
             else:
                 actors, legal = batch.categorical[name]
-                if actors.shape[0] == 0:
+                if actors is not None and actors.shape[0] == 0:
                     heads[name] = _no_actors()
                     continue
                 heads[name] = head(x, actors, legal, chosen, deterministic)

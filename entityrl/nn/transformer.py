@@ -125,6 +125,9 @@ class RaggedAttention(nn.Module):
         d = x.shape[1]
         if ctx.row_slot is not None and ctx.row_len is not None:
             qkv = linear_in(self.dtype, self.qkv, x)
+            if ctx.layout.slot_per_row:
+                # Each entity is alone in its row: it attends to itself, its value.
+                return linear_in(self.dtype, self.proj, qkv[:, 2 * d :])
             y = ragged_attention(qkv, ctx.row_slot, ctx.row_len, self.n_head, ctx.layout.visible)
             return linear_in(self.dtype, self.proj, y)
         if ctx.layout.num_slots == 0:
@@ -242,7 +245,9 @@ class Block(nn.Module):
         ):
             layers = (mix.qkv, mix.proj, ln2, self.mlp[0], self.mlp[2], mix.n_head)
             visible = ctx.layout.visible
-            out = fused_block(x, ln1, *layers, ctx.row_slot, ctx.row_len, visible)
+            out = fused_block(
+                x, ln1, *layers, ctx.row_slot, ctx.row_len, visible, ctx.layout.slot_per_row
+            )
             if out is not None:
                 return out
         mixed = self.mix(layer_norm(x, ln1.weight, ln1.bias, ln1.eps, self.mix_dtype), ctx)

@@ -3,12 +3,23 @@ layer path it replaces: the same values and gradients, to the bit."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
 from test_rogue_net import ACTION_SPACE, BATCHER, OBS_SPACE, observation  # (tests/nn on the path)
 
+import entityrl.nn.rogue_net as rogue_net
 import entityrl.nn.transformer as transformer
+from entityrl.env import (
+    Batcher,
+    CategoricalActionMask,
+    CategoricalActionSpace,
+    Entity,
+    Observation,
+    ObsSpace,
+)
 from entityrl.nn import RogueNet, RogueNetConfig
 from entityrl.nn.kernels import block as block_kernel
 from entityrl.nn.kernels import build
@@ -91,6 +102,70 @@ def test_equals_the_layer_by_layer_path(
     assert len(grads) == len(plain_grads)
     for ours, theirs in zip(grads, plain_grads, strict=True):
         assert torch.equal(ours, theirs)
+
+
+SOLO_SPACE = ObsSpace(entities={"Ship": Entity(["x", "y", "speed"])})
+SOLO_ACTIONS = {"thrust": CategoricalActionSpace(["left", "right", "none"])}
+
+
+def solo_batch(rows: int, seed: int):  # type: ignore[no-untyped-def]
+    """Rows of exactly one entity: every slot is its own row."""
+    rng = np.random.default_rng(seed)
+    mask = CategoricalActionMask(actor_types=["Ship"])
+    return Batcher(SOLO_SPACE, SOLO_ACTIONS).batch(
+        [
+            Observation(
+                features={"Ship": rng.normal(size=(1, 3)).astype(np.float32)},
+                actions={"thrust": mask},
+            )
+            for _ in range(rows)
+        ]
+    )
+
+
+@needs_kernels
+@pytest.mark.parametrize("precision", ["bfloat16", "float32"])
+def test_one_entity_rows_attend_to_themselves(
+    monkeypatch: pytest.MonkeyPatch, fused_calls: list[bool], precision: str
+) -> None:
+    """With one slot per row the blocks skip the attention kernel and (fused) the query and key
+    products; the outputs and gradients are those of the attention kernel's path."""
+    obs = solo_batch(48, seed=3)
+    torch.manual_seed(0)
+    config = RogueNetConfig(d_model=32, n_head=2, n_layer=2, precision=precision)
+    net = RogueNet(SOLO_SPACE, SOLO_ACTIONS, config)
+    actions = net.act(obs).actions(obs)
+    assert net.prepare(obs).layout.slot_per_row
+    outputs, grads = step(net, obs, actions)
+    assert fused_calls == ([True] * 4 if precision == "bfloat16" else [])  # act, evaluate
+    for block in net.encoder.blocks:
+        qk_grad = block.mix.qkv.weight.grad[:64]
+        assert qk_grad is not None and not qk_grad.any()
+
+    if precision == "bfloat16":  # the layer by layer path, to the bit
+        with monkeypatch.context() as patch:
+            patch.setattr(transformer, "fused_block", lambda *args: None)
+            plain_outputs, plain_grads = step(net, obs, actions)
+        for ours, theirs in [
+            *zip(outputs, plain_outputs, strict=True),
+            *zip(grads, plain_grads, strict=True),
+        ]:
+            assert torch.equal(ours, theirs)
+
+    # The general path: the attention kernel over rows of one slot.
+    build = rogue_net.build_layout
+    monkeypatch.setattr(
+        rogue_net,
+        "build_layout",
+        lambda *args: dataclasses.replace(build(*args), slot_per_row=False),
+    )
+    kernel_outputs, kernel_grads = step(net, obs, actions)
+    tolerance = 2e-2 if precision == "bfloat16" else 1e-5
+    for ours, theirs in [
+        *zip(outputs, kernel_outputs, strict=True),
+        *zip(grads, kernel_grads, strict=True),
+    ]:
+        torch.testing.assert_close(ours, theirs, rtol=tolerance, atol=tolerance)
 
 
 @needs_kernels

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from entityrl.env import Batcher, CategoricalActionMask, CategoricalActionSpace, Entity, ObsSpace
 from entityrl.env.observation import Observation
-from entityrl.nn.layout import build_layout, padded_slots
+from entityrl.nn.layout import build_layout, categorical_inputs, padded_slots
 
 
 @given(st.integers(0, 10**7))
@@ -89,3 +89,24 @@ def test_slot_per_row_when_every_row_has_one_entity_and_no_padding() -> None:
     # 32 entities in 32 rows, no padding, but one row empty and one with two.
     uneven = [*one_each[:-2], (0, 0), (1, 1)]
     assert not build_layout(obs(uneven), ["A", "B"], False, grids=False).slot_per_row
+
+
+def test_categorical_actors_need_no_gather_only_when_every_slot_acts_in_order() -> None:
+    def actors(counts: list[tuple[int, int]], actor_types: list[str]):  # type: ignore[no-untyped-def]
+        obs = BATCHER.batch(
+            [
+                Observation(
+                    features={"A": np.zeros((a, 1)), "B": np.zeros((b, 2))},
+                    actions={"go": CategoricalActionMask(actor_types=actor_types)},
+                )
+                for a, b in counts
+            ]
+        )
+        layout = build_layout(obs, ["A", "B"], False, grids=False)
+        index, _ = categorical_inputs(obs.action_masks["go"], layout.row_slot, layout.num_slots)
+        return None if index is None else index.tolist()
+
+    assert actors([(1, 0)] * 32, ["A"]) is None  # slot i, row i, acts
+    assert actors([(2, 0)] * 16, ["A"]) is None  # every slot acts, in order
+    assert actors([(1, 1)] * 16, ["A"]) == list(range(0, 32, 2))  # B entities do not act
+    assert actors([(1, 0)] * 30, ["A"]) == list(range(30))  # 30 rows, 32 slots (padding)

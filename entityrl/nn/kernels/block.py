@@ -9,6 +9,12 @@ forward and backward, under a single node: the values and gradients are those of
 layer path to the bit, including the residual sums (which the layer norm backward and the
 fused MLP already fold into their passes).
 
+Where every row holds one slot (environments with a single entity per observation), each
+entity attends only to itself: the attention's output is its value, and its queries and keys
+get no gradient (the softmax of one score is 1 whatever the score). The block then computes
+only the value rows of the ``qkv`` product, forward and backward, and calls no attention
+kernel; the query and key parameters get zero gradients, as they would have.
+
 The block is ``x2 = x + proj(attention(qkv(ln1(x))))``, ``out = x2 + mlp(ln2(x2))``, as
 :class:`entityrl.nn.transformer.Block` computes it with the ragged attention kernel;
 :func:`fused_block` returns None where that path would not run its kernels (another dtype or
@@ -38,7 +44,7 @@ class _Plan(NamedTuple):
     norm_kernel: Any
     linear_kernel: Any
     attention_kernel: Any
-    attention_args: Any
+    attention_args: Any  # None: every row is one slot, which attends only to itself
     keep: tuple  # what the attention arguments point into
     qkv: nn.Linear
     proj: nn.Linear
@@ -60,11 +66,13 @@ def fused_block(
     row_slot: torch.Tensor,
     row_len: torch.Tensor,
     visible: torch.Tensor | None,
+    slot_per_row: bool = False,
 ) -> torch.Tensor | None:
     """The block's output for the float32 ``(slots, d_model)`` residual stream ``x`` whose rows
     are ``row_slot``, ``row_len`` (and ``visible``, as :func:`entityrl.nn.kernels.
     ragged_attention` takes them), computed in bfloat16 by the kernels; differentiable with
-    respect to ``x`` and every layer's parameters. None where the kernels cannot compute it."""
+    respect to ``x`` and every layer's parameters. ``slot_per_row``: slot i is row i, the
+    whole of it (no padding). None where the kernels cannot compute it."""
     params = (
         ln1.weight,
         ln1.bias,
@@ -104,8 +112,10 @@ def fused_block(
         or d // n_head > attention_kernel.max_head_dim
     ):
         return None
-    args, keep = attention._arguments(
-        x.shape[0], row_slot, row_len, n_head, d // n_head, 1, visible
+    args, keep = (
+        (None, ())
+        if slot_per_row
+        else attention._arguments(x.shape[0], row_slot, row_len, n_head, d // n_head, 1, visible)
     )
     params = tuple(p.contiguous() for p in params)
     plan = _Plan(
@@ -135,10 +145,17 @@ def _forward(
     ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_w, ln2_b, w1, b1, w2, b2 = params
     stats1, stats2 = (None, None) if stats is None else stats
     n1 = pointwise._ln_forward(plan.norm_kernel, x, ln1_w, ln1_b, plan.eps1, _BF16, stats1)
-    q = linear._training_forward(plan.linear_kernel, plan.qkv, n1, qkv_w, qkv_b)
-    if stats is None:
+    if plan.attention_args is None:
+        d = x.shape[1]
+        q = saved = None
+        a = linear._training_forward(
+            plan.linear_kernel, plan.qkv, n1, qkv_w[2 * d :], qkv_b[2 * d :]
+        )
+    elif stats is None:
+        q = linear._training_forward(plan.linear_kernel, plan.qkv, n1, qkv_w, qkv_b)
         a, saved = attention._forward(plan.attention_kernel, q, None, plan.attention_args), None
     else:
+        q = linear._training_forward(plan.linear_kernel, plan.qkv, n1, qkv_w, qkv_b)
         a, saved = attention._forward_for_backward(plan.attention_kernel, q, plan.attention_args)
     p = linear._training_forward(plan.linear_kernel, plan.proj, a, proj_w, proj_b)
     x2 = torch.empty_like(x)
@@ -177,8 +194,14 @@ class _Block(torch.autograd.Function):
             plan.norm_kernel, dn2, _BF16, x2, mean2, rstd2, ln2_w, grad, _BF16
         )
         da, dproj_w, dproj_b = linear._backward(plan.linear_kernel, a, dp, proj_w, True)
-        dq = attention._backward(plan.attention_kernel, q, saved, da, plan.attention_args)
-        dn1, dqkv_w, dqkv_b = linear._backward(plan.linear_kernel, n1, dq, qkv_w, True)
+        if plan.attention_args is None:  # a is the value rows' product
+            d = x.shape[1]
+            dn1, dv_w, dv_b = linear._backward(plan.linear_kernel, n1, da, qkv_w[2 * d :], True)
+            dqkv_w = torch.cat([dv_w.new_zeros(2 * d, d), dv_w])
+            dqkv_b = torch.cat([dv_b.new_zeros(2 * d), dv_b])
+        else:
+            dq = attention._backward(plan.attention_kernel, q, saved, da, plan.attention_args)
+            dn1, dqkv_w, dqkv_b = linear._backward(plan.linear_kernel, n1, dq, qkv_w, True)
         # x reaches x2 directly (the attention's residual) and through ln1.
         dx, _, dln1_w, dln1_b = pointwise._ln_backward(
             plan.norm_kernel, dn1, _BF16, x, mean1, rstd1, ln1_w, dx2

@@ -203,9 +203,10 @@ def linear(
     return _forward(kernel, x.detach().contiguous(), weight, bias, state, out_dtype)
 
 
-# Each layer's weight shape and packing, for as long as the layer lives (weak keys: nothing
-# outlives it, and a new layer at a dead one's address cannot find the old packing).
-_packed: weakref.WeakKeyDictionary[nn.Module, tuple[torch.Size, torch.Tensor]] = (
+# Each layer's packings by weight shape (a layer may also be used through a block of its rows,
+# see entityrl.nn.kernels.block), for as long as the layer lives (weak keys: nothing outlives
+# it, and a new layer at a dead one's address cannot find the old packing).
+_packed: weakref.WeakKeyDictionary[nn.Module, dict[torch.Size, torch.Tensor]] = (
     weakref.WeakKeyDictionary()
 )
 
@@ -246,12 +247,15 @@ def small_batch_linear(layer: nn.Linear, x: torch.Tensor) -> torch.Tensor | None
 
 
 def layer_state(kernel: _Kernel, layer: nn.Module, weight: torch.Tensor) -> torch.Tensor:
-    """The packing kept for ``layer``, whose contiguous float32 weight is ``weight`` (the
-    kernel packs it again when it changed)."""
-    entry = _packed.get(layer)
-    if entry is None or entry[0] != weight.shape:
-        entry = _packed[layer] = (weight.shape, _pack(kernel, weight))
-    return entry[1]
+    """The packing kept for ``layer``, whose contiguous float32 weight (or block of rows of
+    it) is ``weight`` (the kernel packs it again when it changed)."""
+    states = _packed.get(layer)
+    if states is None:
+        states = _packed[layer] = {}
+    state = states.get(weight.shape)
+    if state is None:
+        state = states[weight.shape] = _pack(kernel, weight)
+    return state
 
 
 def training_linear(layer: nn.Linear, x: torch.Tensor) -> torch.Tensor | None:
