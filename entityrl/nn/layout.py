@@ -40,7 +40,8 @@ def _tensor(array: npt.NDArray) -> torch.Tensor:
 
 @dataclass
 class SelectLayout:
-    """A select-entity action laid out as a padded (actor rows, actors, actees) problem."""
+    """A select-entity action as (actor, candidate) pairs scored into ``(actors, max_actees)``
+    logits."""
 
     actor_flat: torch.Tensor  # (A,) flat entity index of each actor
     max_actees: int  # the most candidates of any row

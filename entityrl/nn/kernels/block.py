@@ -85,17 +85,18 @@ def fused_block(
         return None
     if any(p is None or p.dtype != torch.float32 or not p.is_cpu for p in params):
         return None
+    qkv_w, proj_w, up_w, down_w = params[2], params[4], params[8], params[10]
     d = x.shape[1]
-    f = params[8].shape[0]
+    f = up_w.shape[0]
     if (
         d == 0
         or d % 16
         or f % 16
         or d % n_head
-        or params[2].shape != (3 * d, d)
-        or params[4].shape != (d, d)
-        or params[8].shape != (f, d)
-        or params[10].shape != (d, f)
+        or qkv_w.shape != (3 * d, d)
+        or proj_w.shape != (d, d)
+        or up_w.shape != (f, d)
+        or down_w.shape != (d, f)
     ):
         return None
     norm_kernel, linear_kernel = pointwise._get_kernel(), linear._get_kernel()
@@ -140,18 +141,19 @@ def _forward(
     ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_w, ln2_b, w1, b1, w2, b2 = params
     stats1, stats2 = (None, None) if stats is None else stats
     n1 = pointwise._ln_forward(plan.norm_kernel, x, ln1_w, ln1_b, plan.eps1, _BF16, stats1)
-    if plan.attention_args is None:
+    if plan.attention_args is None:  # each slot attends to itself: a is its value
         d = x.shape[1]
         q = saved = None
         a = linear._training_forward(
             plan.linear_kernel, plan.qkv, n1, qkv_w[2 * d :], qkv_b[2 * d :]
         )
-    elif stats is None:
-        q = linear._training_forward(plan.linear_kernel, plan.qkv, n1, qkv_w, qkv_b)
-        a, saved = attention._forward(plan.attention_kernel, q, None, plan.attention_args), None
     else:
         q = linear._training_forward(plan.linear_kernel, plan.qkv, n1, qkv_w, qkv_b)
-        a, saved = attention._forward_for_backward(plan.attention_kernel, q, plan.attention_args)
+        if stats is None:
+            a, saved = attention._forward(plan.attention_kernel, q, None, plan.attention_args), None
+        else:
+            args = plan.attention_args
+            a, saved = attention._forward_for_backward(plan.attention_kernel, q, args)
     p = linear._training_forward(plan.linear_kernel, plan.proj, a, proj_w, proj_b)
     x2 = torch.empty_like(x)
     n2 = pointwise._ln_forward(plan.norm_kernel, x, ln2_w, ln2_b, plan.eps2, _BF16, stats2, (p, x2))
