@@ -140,7 +140,12 @@ def resolve_metric(name: str, logged: Sequence[str]) -> str:
 
 def _draw(runs: dict[str, Records], names: Sequence[str]) -> Figure:
     # The object-oriented API renders with Agg and leaves pyplot's global state alone.
-    from matplotlib.figure import Figure
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise PlotError(
+            "drawing needs matplotlib, which is not installed: pip install 'entityrl[plot]'"
+        ) from None
 
     rows = -(-len(names) // COLUMNS)
     columns = min(COLUMNS, len(names))

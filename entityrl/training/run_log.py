@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import time
@@ -9,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from entityrl.training.checkpoint import atomic_write
+from entityrl.training.config import ConfigError
 
 METRICS_FILE = "metrics.jsonl"
 
@@ -19,7 +21,7 @@ class RunLog:
     def __init__(
         self,
         run_dir: Path,
-        tensorboard: bool = True,
+        tensorboard: bool | None = None,
         wandb_project: str | None = None,
         config: dict[str, Any] | None = None,
         resume_step: int | None = None,
@@ -30,7 +32,7 @@ class RunLog:
             self._truncate_after(resume_step)
         self._file = self.path.open("a")
         self._writer = None
-        if tensorboard:
+        if use_tensorboard(tensorboard):
             from torch.utils.tensorboard import SummaryWriter
 
             self._writer = SummaryWriter(str(run_dir), purge_step=resume_step)
@@ -72,6 +74,17 @@ class RunLog:
             self._writer.close()
         if self._wandb is not None:
             self._wandb.finish()
+
+
+def use_tensorboard(setting: bool | None) -> bool:
+    """Whether to write TensorBoard files: as set, or (None) when tensorboard is installed."""
+    installed = importlib.util.find_spec("tensorboard") is not None
+    if setting and not installed:
+        raise ConfigError(
+            "log.tensorboard=true but the tensorboard package is not installed: "
+            "pip install 'entityrl[tensorboard]' (or set log.tensorboard=false)"
+        )
+    return installed if setting is None else setting
 
 
 def read_metrics(run_dir: str | Path) -> list[dict[str, float]]:
