@@ -110,8 +110,8 @@ class Adam:
             param = self.params[int(i)]
             self.state[int(i)] = {
                 "step": torch.as_tensor(saved["step"], dtype=torch.float32).clone(),
-                "exp_avg": saved["exp_avg"].to(param.dtype).clone(),
-                "exp_avg_sq": saved["exp_avg_sq"].to(param.dtype).clone(),
+                "exp_avg": saved["exp_avg"].to(param.device, param.dtype).clone(),
+                "exp_avg_sq": saved["exp_avg_sq"].to(param.device, param.dtype).clone(),
             }
 
 
@@ -214,7 +214,7 @@ def _pack(state: dict[str, Any], params: list[nn.Parameter]) -> dict[str, Any]:
             # moments yet: zeros, as the optimizer would start them.
             packed[key] = torch.cat(
                 [
-                    (v if v is not None else torch.zeros_like(p)).reshape(-1)
+                    (v.to(p.device) if v is not None else torch.zeros_like(p)).reshape(-1)
                     for v, p in zip(values, params, strict=True)
                 ]
             )

@@ -8,13 +8,13 @@ over all actors of the minibatch. Rows where nobody acts still train the value f
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import torch
 
 from entityrl.algo.optimizer import FlatOptimizer
+from entityrl.algo.ppo_fused import fused_ppo_terms
 from entityrl.algo.reduce import Reducer
 from entityrl.algo.rollout import Minibatch, Rollout
 from entityrl.nn.rogue_net import PolicyOutput, RogueNet
@@ -52,6 +52,9 @@ class PPOConfig:
     """Stop the update epochs of an iteration early once the approximate KL exceeds this."""
     update_epochs: int = 3
     """Passes over each rollout."""
+    fused_loss: bool | None = None
+    """Compute the loss and its gradients in numpy (entityrl.algo.ppo_fused; CPU only) instead
+    of plain torch (null: on the CPU)."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.gamma <= 1:
@@ -101,112 +104,56 @@ class OptimConfig:
 
 
 @dataclass
-class LossTerms:
-    """A (micro-)batch's losses as sums over its actors (policy, entropy) and rows (value),
-    with their gradients with respect to the network's outputs; :meth:`loss` weighs them into
-    the loss to minimize (weights divide by the counts of the whole minibatch)."""
+class PPOTerms:
+    """A (micro-)batch's losses as sums over its actors (policy, entropy) and rows (value);
+    :meth:`loss` weighs them into the loss to minimize (the weights divide by the counts of the
+    whole minibatch). The statistics are plain floats."""
 
     policy: float
     entropy: float
     value: float
     approx_kl: float
     clipped: float
-    # Each output the terms depend on, the term it enters and its gradient (None: all ones).
-    outputs: list[tuple[torch.Tensor, str, npt.NDArray[np.float32] | None]]
+    _sums: tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 
     def loss(self, policy: float, entropy: float, value: float) -> torch.Tensor:
-        """``policy * self.policy + entropy * self.entropy + value * self.value`` as a scalar
-        tensor whose backward sends the weighted gradients into the network."""
-        weights = {"policy": policy, "entropy": entropy, "value": value}
-        total = policy * self.policy + entropy * self.entropy + value * self.value
-        grads = [(weights[term], grad, tensor.shape) for tensor, term, grad in self.outputs]
-        return _WeightedLoss.apply(total, grads, *(tensor for tensor, _, _ in self.outputs))
+        p, e, v = self._sums
+        return policy * p + entropy * e + value * v
 
 
-class _WeightedLoss(torch.autograd.Function):
-    """A loss whose gradients with respect to its inputs were computed with its value."""
-
-    @staticmethod
-    def forward(
-        ctx: Any,
-        total: float,
-        grads: list[tuple[float, npt.NDArray[np.float32] | None, torch.Size]],
-        *outputs: torch.Tensor,
-    ) -> torch.Tensor:
-        ctx.grads = grads
-        return torch.tensor(total, dtype=torch.float32)
-
-    @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        scale = float(grad)
-        inputs = [
-            torch.full(shape, weight * scale, dtype=torch.float32)
-            if g is None
-            else torch.from_numpy(g * np.float32(weight * scale))
-            for weight, g, shape in ctx.grads
-        ]
-        return (None, None, *inputs)
-
-
-def ppo_losses(out: PolicyOutput, batch: Minibatch, cfg: PPOConfig) -> LossTerms:
+def ppo_terms(out: PolicyOutput, batch: Minibatch, cfg: PPOConfig) -> PPOTerms:
     """Clipped surrogate, entropy and (clipped) value losses, summed over actors and rows.
 
     Per actor, with the row's advantage ``A`` and ``r = exp(logprob - old logprob)``:
     ``policy = max(-A r, -A clip(r, 1 - c, 1 + c))``; per row, ``value = (v - R)^2 / 2``, or
     with value clipping ``max((v - R)^2, (V + clip(v - V, -c, c) - R)^2) / 2`` (``V``: the
-    rollout's estimate). The terms and their gradients are computed together in numpy on a
-    minibatch's thousand-odd actors: as torch expressions they were some 70 small operations
-    forward and 40 backward, which cost more than the network's own layers on light
-    environments. The gradients follow torch's rules for ``maximum`` (ties split in half)
-    and ``clamp`` (gradient inside the closed interval).
+    rollout's estimate). Plain torch on any device; :mod:`entityrl.algo.ppo_fused` computes
+    the same in numpy on the CPU.
     """
     c = cfg.clip_coef
-    policy = entropy = approx_kl = clipped = 0.0
-    outputs: list[tuple[torch.Tensor, str, npt.NDArray[np.float32] | None]] = []
-    advantages = batch.advantages.numpy()
+    zero = out.values.new_zeros(())
+    policy, entropy, approx_kl, clipped = zero, zero, zero, zero
     for name, head in out.heads.items():
         if head.logprob.numel() == 0:
             continue
-        advantage = advantages[batch.actor_rows[name].numpy()]
-        logratio = head.logprob.detach().numpy() - batch.logprobs[name].numpy()
-        ratio = np.exp(logratio)
-        unclipped = -advantage * ratio
-        clipped_loss = -advantage * np.clip(ratio, 1 - c, 1 + c)
-        # d/dlogprob of -A r is -A r; of the clipped term, the same inside the interval, else 0.
-        inside = (ratio >= 1 - c) & (ratio <= 1 + c)
-        clipped_grad = np.where(inside, unclipped, 0.0)
-        grad = np.where(
-            unclipped > clipped_loss,
-            unclipped,
-            np.where(unclipped < clipped_loss, clipped_grad, 0.5 * (unclipped + clipped_grad)),
-        )
-        outputs.append((head.logprob, "policy", grad))
-        outputs.append((head.entropy, "entropy", None))
-        policy += float(np.maximum(unclipped, clipped_loss).sum(dtype=np.float64))
-        entropy += float(head.entropy.detach().numpy().sum(dtype=np.float64))
-        # Low-variance KL estimator: E[(r - 1) - log r] (Schulman, "Approximating KL").
-        approx_kl += float(((ratio - 1) - logratio).sum(dtype=np.float64))
-        clipped += float((np.abs(ratio - 1) > c).sum())
-    values = out.values.detach().numpy()
-    returns = batch.returns.numpy()
-    error = values - returns
-    squared = error * error
-    grad = error  # d/dv of (v - R)^2 / 2
+        advantage = batch.advantages[batch.actor_rows[name]]
+        logratio = head.logprob - batch.logprobs[name]
+        ratio = logratio.exp()
+        surrogate = torch.maximum(-advantage * ratio, -advantage * ratio.clamp(1 - c, 1 + c))
+        policy = policy + surrogate.sum()
+        entropy = entropy + head.entropy.sum()
+        with torch.no_grad():
+            # Low-variance KL estimator: E[(r - 1) - log r] (Schulman, "Approximating KL").
+            approx_kl = approx_kl + ((ratio - 1) - logratio).sum()
+            clipped = clipped + ((ratio - 1).abs() > c).sum()
+    squared = (out.values - batch.returns) ** 2
     if cfg.clip_vloss:
-        old = batch.values.numpy()
-        step = values - old
-        clipped_error = old + np.clip(step, -c, c) - returns
-        clipped_squared = clipped_error * clipped_error
-        clipped_grad = clipped_error * ((step >= -c) & (step <= c))
-        grad = np.where(
-            squared > clipped_squared,
-            grad,
-            np.where(squared < clipped_squared, clipped_grad, 0.5 * (grad + clipped_grad)),
-        )
-        squared = np.maximum(squared, clipped_squared)
-    outputs.append((out.values, "value", grad.astype(np.float32, copy=False)))
-    value = 0.5 * float(squared.sum(dtype=np.float64))
-    return LossTerms(policy, entropy, value, approx_kl, clipped, outputs)
+        clipped_values = batch.values + (out.values - batch.values).clamp(-c, c)
+        squared = torch.maximum(squared, (clipped_values - batch.returns) ** 2)
+    value = 0.5 * squared.sum()
+    # One transfer from the device for all the statistics.
+    stats = torch.stack([policy, entropy, value, approx_kl, clipped.to(zero.dtype)]).tolist()
+    return PPOTerms(*stats, _sums=(policy, entropy, value))
 
 
 def normalize(advantages: npt.NDArray[np.float32], reducer: Reducer) -> npt.NDArray[np.float32]:
@@ -245,6 +192,7 @@ def ppo_update(
     and gradients so that every process takes the same step as one process with all the data.
     """
     reducer = reducer or Reducer()
+    fused = ppo.fused_loss if ppo.fused_loss is not None else net.device.type == "cpu"
     totals = dict.fromkeys((*STATS, "grad_norm"), 0.0)
     updates = epochs = 0
     bs = optim.bs // reducer.world_size
@@ -267,8 +215,9 @@ def ppo_update(
             local = np.zeros(len(STATS))
             for micro in range(0, rows.shape[0], micro_bs):
                 part = slice(micro, micro + micro_bs)
-                batch = rollout.minibatch(rows[part], advantages[part])
-                terms = ppo_losses(net.evaluate(batch.obs, batch.actions), batch, ppo)
+                batch = rollout.minibatch(rows[part], advantages[part]).to(net.device)
+                out = net.evaluate(batch.obs, batch.actions)
+                terms = fused_ppo_terms(out, batch, ppo) if fused else ppo_terms(out, batch, ppo)
                 terms.loss(1 / n_actors, -ent_coef / n_actors, ppo.vf_coef / n_rows).backward()
                 local += [
                     terms.policy / n_actors,

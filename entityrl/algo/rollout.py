@@ -28,6 +28,21 @@ class Minibatch:
     def num_rows(self) -> int:
         return self.obs.num_rows
 
+    def to(self, device: torch.device) -> Minibatch:
+        """The loss's tensors on ``device`` (the observations and actions stay numpy: the
+        network prepares and moves them itself)."""
+        if device.type == "cpu":
+            return self
+        return Minibatch(
+            obs=self.obs,
+            actions=self.actions,
+            logprobs={name: lp.to(device) for name, lp in self.logprobs.items()},
+            actor_rows={name: rows.to(device) for name, rows in self.actor_rows.items()},
+            values=self.values.to(device),
+            advantages=self.advantages.to(device),
+            returns=self.returns.to(device),
+        )
+
 
 @dataclass
 class Rollout:

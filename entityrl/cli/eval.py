@@ -51,6 +51,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="environments played side by side (default: 16, at most --episodes)",
     )
     parser.add_argument(
+        "--device",
+        default="cpu",
+        metavar="D",
+        help="where the agent runs: cpu (default), cuda, cuda:N, mps or auto, whichever "
+        "device it trained on",
+    )
+    parser.add_argument(
         "--max-steps",
         type=positive_int,
         default=DEFAULT_MAX_EPISODE_STEPS,
@@ -64,6 +71,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import torch
 
+    from entityrl.nn.device import DeviceError
     from entityrl.training.agent import AgentError, evaluate, load_agent, make_eval_env
     from entityrl.training.checkpoint import CheckpointError
 
@@ -71,10 +79,15 @@ def run(args: argparse.Namespace) -> int:
     # each other.
     torch.set_num_threads(1)
     try:
-        agent = load_agent(args.checkpoint, deterministic=args.deterministic, seed=args.seed)
+        agent = load_agent(
+            args.checkpoint,
+            device=args.device,
+            deterministic=args.deterministic,
+            seed=args.seed,
+        )
         with make_eval_env(agent, min(args.num_envs, args.episodes), args.seed) as env:
             result = evaluate(agent, env, args.episodes, args.max_steps)
-    except (CheckpointError, AgentError) as err:
+    except (CheckpointError, AgentError, DeviceError) as err:
         print(f"entityrl eval: error: {err}", file=sys.stderr)
         return USAGE_ERROR
     mode = "most probable actions" if args.deterministic else "sampled actions"

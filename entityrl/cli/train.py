@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from entityrl.cli.arguments import USAGE_ERROR
+from entityrl.nn.device import DeviceError
 from entityrl.training.checkpoint import CheckpointError
 from entityrl.training.config import ConfigError, TrainConfig, describe, load_config, to_yaml
 
@@ -61,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     try:
         trainer = Trainer(config, resume=args.resume)
-    except CheckpointError as err:
+    except (CheckpointError, ConfigError, DeviceError) as err:
         print(f"entityrl train: error: {err}", file=sys.stderr)
         return USAGE_ERROR
     result = trainer.run()

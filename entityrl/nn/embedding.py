@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 from torch import nn
 
 from entityrl.env.spaces import ObsSpace
 from entityrl.env.vec_obs import VecObs
 from entityrl.nn.input_norm import Combine, RunningNorm
+from entityrl.nn.inputs import EntityInputs
 from entityrl.nn.kernels import embedding as kernel
 from entityrl.nn.kernels.pointwise import layer_norm
 from entityrl.nn.layout import BatchLayout
@@ -64,18 +64,16 @@ class Translation:
             and all(f in entity.features for f in config.position_features)
         }
 
-    def apply(
-        self, obs: VecObs, raw: dict[str, torch.Tensor], rows: int
-    ) -> dict[str, torch.Tensor]:
-        ref = obs.features[self.reference]
-        has_ref = ref.lengths > 0
-        first = torch.from_numpy(ref.offsets[:-1][has_ref])
-        ref_rows = torch.from_numpy(np.flatnonzero(has_ref))
+    def apply(self, inputs: EntityInputs, raw: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """``raw`` with the positions of every translated type made relative to the reference
+        (``inputs`` must hold the reference's first entities and the translated types' rows)."""
+        first, ref_rows = inputs.first_entity[self.reference]
         ref_feats = raw[self.reference][first]
-        origin = torch.zeros(rows, len(self.ref_columns))
+        device = ref_feats.device
+        origin = torch.zeros(inputs.num_rows, len(self.ref_columns), device=device)
         origin[ref_rows] = ref_feats[:, self.ref_columns]
         if self.angle_column is not None:
-            angle = torch.zeros(rows)
+            angle = torch.zeros(inputs.num_rows, device=device)
             angle[ref_rows] = ref_feats[:, self.angle_column]
             cos, sin = torch.cos(angle), torch.sin(angle)
         out = dict(raw)
@@ -83,7 +81,7 @@ class Translation:
             feats = raw[name]
             if feats.shape[0] == 0:
                 continue
-            item_rows = torch.from_numpy(obs.features[name].row_index())
+            item_rows = inputs.entity_rows[name]
             rel = feats[:, cols] - origin[item_rows]
             if self.angle_column is not None:
                 c, s = cos[item_rows], sin[item_rows]
@@ -143,25 +141,32 @@ class EntityEmbedding(nn.Module):
             )
         self.d_model = d_model
 
-    def raw_features(self, obs: VecObs) -> dict[str, torch.Tensor]:
+    def inputs(self, obs: VecObs) -> EntityInputs:
+        """What :meth:`raw_features` reads from ``obs``, as tensors on the CPU."""
+        rows_of: list[str] = []
+        if self.num_global:
+            rows_of = self.entity_names
+        elif self.translation is not None:
+            rows_of = list(self.translation.columns)
+        first_of = [] if self.translation is None else [self.translation.reference]
+        return EntityInputs.from_obs(obs, self.entity_names, rows_of, first_of)
+
+    def raw_features(self, inputs: EntityInputs) -> dict[str, torch.Tensor]:
         """Per type, the input features (own + global), translated; before normalization."""
-        globals_ = torch.from_numpy(obs.global_features)
-        raw: dict[str, torch.Tensor] = {
-            name: torch.from_numpy(obs.features[name].data) for name in self.entity_names
-        }
+        raw = dict(inputs.features)
         if self.translation is not None:
-            raw = self.translation.apply(obs, raw, obs.num_rows)
+            raw = self.translation.apply(inputs, raw)
+        globals_ = inputs.global_features
         if self.num_global:
             for name in self.entity_names:
-                rows = torch.from_numpy(obs.features[name].row_index())
-                raw[name] = torch.cat([raw[name], globals_[rows]], dim=1)
+                raw[name] = torch.cat([raw[name], globals_[inputs.entity_rows[name]]], dim=1)
         if self.global_token:
             raw["__global__"] = globals_
         return raw
 
     @torch.no_grad()
-    def update_normalizers(self, obs: VecObs, combine: Combine | None = None) -> None:
-        for name, feats in self.raw_features(obs).items():
+    def update_normalizers(self, inputs: EntityInputs, combine: Combine | None = None) -> None:
+        for name, feats in self.raw_features(inputs).items():
             key = _module_key(name)
             if key in self.norms:
                 self.norms[key].update(feats, combine)
@@ -183,7 +188,7 @@ class EntityEmbedding(nn.Module):
         dtype = next(iter(embedded.values())).dtype if embedded else torch.float32
         # Padding slots stay zero (finite through every later layer; never read).
         make = torch.zeros if layout.padded else torch.empty
-        x = make(layout.num_slots, self.d_model, dtype=dtype)
+        x = make(layout.num_slots, self.d_model, dtype=dtype, device=layout.slot_row.device)
         for name, emb in embedded.items():
             x.index_copy_(0, layout.type_positions[name], emb.to(dtype))
         return x

@@ -33,11 +33,12 @@ class CategoricalHead(nn.Module):
         legal: torch.Tensor | None,
         chosen: torch.Tensor | None = None,
         deterministic: bool = False,
+        generator: torch.Generator | None = None,
     ) -> HeadOutput:
         """``actors``: the slots of ``x`` that act, None for all of them in order."""
         # index_select: several times faster than x[actors], forward and backward.
         acting = x if actors is None else x.index_select(0, actors)
-        return masked_categorical(self.proj(acting), legal, chosen, deterministic)
+        return masked_categorical(self.proj(acting), legal, chosen, deterministic, generator)
 
 
 class SelectEntityHead(nn.Module):
@@ -62,6 +63,7 @@ class SelectEntityHead(nn.Module):
         layout: SelectLayout,
         chosen: torch.Tensor | None = None,
         deterministic: bool = False,
+        generator: torch.Generator | None = None,
     ) -> HeadOutput:
         queries = self.query(x.index_select(0, layout.actor_flat))
         scores = select_logits(
@@ -73,7 +75,7 @@ class SelectEntityHead(nn.Module):
             (queries.shape[0], layout.max_actees),
             self.d_qk**-0.5,
         )
-        return masked_categorical(scores, layout.legal, chosen, deterministic)
+        return masked_categorical(scores, layout.legal, chosen, deterministic, generator)
 
 
 class ValueHead(nn.Module):

@@ -41,15 +41,17 @@ class RunningNorm(nn.Module):
         process merges the statistics of all processes' items and they stay identical.
         """
         x64 = x.to(torch.float64)
-        sums = np.concatenate([[x64.shape[0]], x64.sum(dim=0).numpy(), (x64**2).sum(dim=0).numpy()])
+        # One transfer from the network's device: the count, sums and sums of squares.
+        moments = torch.cat([x64.sum(dim=0), (x64**2).sum(dim=0)]).cpu().numpy()
+        sums = np.concatenate([[x64.shape[0]], moments])
         if combine is not None:
             sums = combine(sums)
         n = float(sums[0])
         if n == 0:
             return
         width = self.mean.shape[0]
-        total = torch.from_numpy(sums[1 : 1 + width])
-        squares = torch.from_numpy(sums[1 + width :])
+        total = torch.from_numpy(sums[1 : 1 + width]).to(self.mean.device)
+        squares = torch.from_numpy(sums[1 + width :]).to(self.mean.device)
         batch_mean = total / n
         batch_m2 = (squares - n * batch_mean**2).clamp(min=0)
         merged = self.count + n

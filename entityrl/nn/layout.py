@@ -18,11 +18,13 @@ Either way the number of slots is rounded up (:func:`padded_slots`) and the extr
 padding at the end, so that batches of similar size share matrix shapes.
 
 Everything here is computed with a handful of vectorized numpy calls per batch and handed to
-torch without copies (``torch.from_numpy``).
+torch without copies (``torch.from_numpy``), on the CPU; ``to(device)`` moves a layout to the
+network's device in one step.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import dataclass
 
@@ -52,6 +54,16 @@ class SelectLayout:
     pair_actor: torch.Tensor
     pair_pos: torch.Tensor
 
+    def to(self, device: torch.device) -> SelectLayout:
+        return SelectLayout(
+            self.actor_flat.to(device),
+            self.max_actees,
+            self.legal.to(device),
+            self.pair_slot.to(device),
+            self.pair_actor.to(device),
+            self.pair_pos.to(device),
+        )
+
 
 @dataclass
 class Bucket:
@@ -60,6 +72,9 @@ class Bucket:
     rows: int
     width: int
     key_valid: torch.Tensor  # (rows, width) bool: the slot holds an entity
+
+    def to(self, device: torch.device) -> Bucket:
+        return Bucket(self.rows, self.width, self.key_valid.to(device))
 
 
 @dataclass
@@ -80,6 +95,17 @@ class BatchLayout:
     # Packed without padding, every row one slot: slot i is row i.
     slot_per_row: bool
     visible: torch.Tensor | None  # (slots,) bool, None when everything is visible
+
+    def to(self, device: torch.device) -> BatchLayout:
+        """The same layout with its tensors on ``device`` (the numpy arrays stay)."""
+        return dataclasses.replace(
+            self,
+            inverse_lengths=self.inverse_lengths.to(device),
+            type_positions={k: v.to(device) for k, v in self.type_positions.items()},
+            slot_row=self.slot_row.to(device),
+            buckets=[b.to(device) for b in self.buckets],
+            visible=None if self.visible is None else self.visible.to(device),
+        )
 
 
 # Rows per bucket at least this many: fewer, larger attention calls beat tighter padding.

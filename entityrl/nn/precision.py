@@ -41,11 +41,15 @@ def native_bfloat16() -> bool:
         return False
 
 
-def compute_dtype(precision: str) -> torch.dtype:
-    """The dtype of a precision setting; "auto" is bfloat16 on CPUs that multiply it natively."""
+def compute_dtype(precision: str, device: torch.device | str = "cpu") -> torch.dtype:
+    """The dtype of a precision setting on ``device``; "auto" is bfloat16 on CPUs that
+    multiply it natively, float32 elsewhere. "bfloat16" is mixed precision on any device
+    (bfloat16 products, float32 parameters, accumulation, residual stream and heads): the
+    choice for GPUs with bfloat16 tensor cores."""
     if precision not in PRECISIONS:
         raise ValueError(f"net.precision must be one of {list(PRECISIONS)}, got {precision!r}")
-    if precision == "bfloat16" or (precision == "auto" and native_bfloat16()):
+    on_cpu = torch.device(device).type == "cpu"
+    if precision == "bfloat16" or (precision == "auto" and on_cpu and native_bfloat16()):
         return torch.bfloat16
     return torch.float32
 

@@ -78,7 +78,8 @@ class RelativePositions(nn.Module):
         """Per attention bucket: the (rows, w, w) offset index of every (query, key) pair, and
         the key's entity type per slot (for per-entity values)."""
         dims = len(self.config.position_features)
-        slots = torch.zeros(layout.num_slots, dims + 2)  # position, has position, type
+        # Position, has position, type.
+        slots = torch.zeros(layout.num_slots, dims + 2, device=layout.slot_row.device)
         for t, name in enumerate(self.type_names):
             where = layout.type_positions[name]
             slots[where, dims + 1] = float(t)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import nn
@@ -23,6 +24,7 @@ from entityrl.env.vec_obs import VecCategoricalMask, VecObs, VecSelectEntityMask
 from entityrl.nn.embedding import EntityEmbedding, TranslationConfig
 from entityrl.nn.heads import CategoricalHead, HeadOutput, SelectEntityHead, ValueHead
 from entityrl.nn.input_norm import Combine
+from entityrl.nn.inputs import EntityInputs
 from entityrl.nn.kernels import max_head_dim
 from entityrl.nn.kernels.pointwise import layer_norm
 from entityrl.nn.layout import (
@@ -87,15 +89,34 @@ class RogueNetConfig:
 
 @dataclass
 class PreparedBatch:
-    """A VecObs turned into the tensors and index metadata the network consumes."""
+    """A VecObs turned into the tensors and index metadata the network consumes.
 
-    obs: VecObs
+    :meth:`RogueNet.prepare` builds it on the CPU from numpy (zero-copy); :meth:`to` moves it
+    to the network's device in one step.
+    """
+
+    inputs: EntityInputs
     layout: BatchLayout
     # Per categorical action: its actors' slots (None: every slot, in order) and legal choices.
     categorical: dict[str, tuple[torch.Tensor | None, torch.Tensor | None]] = field(
         default_factory=dict
     )
     select: dict[str, SelectLayout] = field(default_factory=dict)
+
+    def to(self, device: torch.device) -> PreparedBatch:
+        """The same batch with every tensor on ``device`` (itself on the CPU)."""
+        if device.type == "cpu":
+            return self
+
+        def move(t: torch.Tensor | None) -> torch.Tensor | None:
+            return None if t is None else t.to(device)
+
+        return PreparedBatch(
+            self.inputs.to(device),
+            self.layout.to(device),
+            {name: (move(a), move(m)) for name, (a, m) in self.categorical.items()},
+            {name: layout.to(device) for name, layout in self.select.items()},
+        )
 
 
 @dataclass
@@ -104,6 +125,18 @@ class PolicyOutput:
 
     heads: dict[str, HeadOutput]
     values: torch.Tensor  # (R,)
+
+    def cpu(self) -> PolicyOutput:
+        """The outputs on the CPU (itself if they are there), where environments read them."""
+        if self.values.is_cpu:
+            return self
+        return PolicyOutput(
+            {
+                name: HeadOutput(h.actions.cpu(), h.logprob.cpu(), h.entropy.cpu())
+                for name, h in self.heads.items()
+            },
+            self.values.cpu(),
+        )
 
     def actions(self, obs: VecObs) -> dict[str, RaggedArray]:
         """The chosen actions in the form a VecEnv takes."""
@@ -123,6 +156,7 @@ class Encoder(nn.Module):
         obs_space: ObsSpace,
         config: RogueNetConfig,
         global_token: bool,
+        dtype: torch.dtype,
     ) -> None:
         super().__init__()
         self.embedding = EntityEmbedding(
@@ -134,7 +168,6 @@ class Encoder(nn.Module):
             if config.relpos is None
             else RelativePositions(config.relpos, obs_space, d_head, global_token)
         )
-        dtype = compute_dtype(config.precision)
         self.blocks = nn.ModuleList(
             Block(config.d_model, config.n_head, config.pooling, self.relpos, dtype)
             for _ in range(config.n_layer)
@@ -142,7 +175,7 @@ class Encoder(nn.Module):
         self.ln_out = nn.LayerNorm(config.d_model) if config.n_layer else nn.Identity()
 
     def forward(self, batch: PreparedBatch, ctx: AttentionContext) -> torch.Tensor:
-        raw = self.embedding.raw_features(batch.obs)
+        raw = self.embedding.raw_features(batch.inputs)
         x = self.embedding(raw, batch.layout)
         if self.relpos is not None and self.blocks:
             ctx.relpos = self.relpos.offset_index(raw, batch.layout)
@@ -159,6 +192,12 @@ class RogueNet(nn.Module):
     Use :meth:`act` during rollouts (samples actions) and :meth:`evaluate` during training
     (scores given actions). Input normalization statistics change only through
     :meth:`update_normalizers`.
+
+    The network lives on ``device`` (its compute precision is chosen for it, see
+    :func:`~entityrl.nn.precision.compute_dtype`); observations and actions are numpy on the
+    CPU. :meth:`act` and :meth:`values` return their outputs on the CPU; :meth:`evaluate`
+    returns them on the device, for the loss. On the CPU the C++ kernels serve; on any other
+    device the plain torch path runs.
     """
 
     def __init__(
@@ -166,20 +205,22 @@ class RogueNet(nn.Module):
         obs_space: ObsSpace,
         action_space: Mapping[str, ActionSpace],
         config: RogueNetConfig | None = None,
+        device: torch.device | str = "cpu",
     ) -> None:
         super().__init__()
         reuse_large_allocations()
         limit_compiled_product_caches()
         self.config = config or RogueNetConfig()
+        dtype = compute_dtype(self.config.precision, device)
         self.obs_space = obs_space
         self.action_space = dict(action_space)
         self.entity_names = list(obs_space.entities)
         self.global_token = any(
             isinstance(s, GlobalCategoricalActionSpace) for s in self.action_space.values()
         )
-        self.encoder = Encoder(obs_space, self.config, self.global_token)
+        self.encoder = Encoder(obs_space, self.config, self.global_token, dtype)
         self.value_encoder = (
-            Encoder(obs_space, self.config, self.global_token)
+            Encoder(obs_space, self.config, self.global_token, dtype)
             if self.config.separate_value
             else None
         )
@@ -193,23 +234,31 @@ class RogueNet(nn.Module):
                 raise TypeError(f"action {name!r}: unsupported action space {space!r}")
         self.heads = nn.ModuleDict({_key(n): h for n, h in heads.items()})
         self.value_head = ValueHead(self.config.d_model)
-        # Torch's attention needs padded grids; the ragged kernel (when it is built and takes
-        # heads this wide) and row pooling do not.
-        self.grid_layout = (
-            self.config.n_layer > 0
-            and self.config.pooling is None
-            and (
-                self.config.relpos is not None
-                or max_head_dim() < self.config.d_model // self.config.n_head
-            )
+        # Torch's attention needs padded grids; the ragged kernel (on the CPU, when it is built
+        # and takes heads this wide) and row pooling do not.
+        self.uses_attention = self.config.n_layer > 0 and self.config.pooling is None
+        self.kernel_attention = (
+            self.config.relpos is None
+            and max_head_dim() >= self.config.d_model // self.config.n_head
         )
+        self.grid_layout = False
+        self.to(device)
+
+    def _apply(self, fn: Any, recurse: bool = True) -> RogueNet:
+        # Every move (.to, .cuda, .cpu) passes here: keep the device and layout in step.
+        super()._apply(fn, recurse)
+        self.device = self.value_head.proj.weight.device
+        self.grid_layout = self.uses_attention and (
+            self.device.type != "cpu" or not self.kernel_attention
+        )
+        return self
 
     # ------------------------------------------------------------------ batches
     def prepare(self, obs: VecObs) -> PreparedBatch:
-        """Compute the index metadata of a batch (numpy; no gradients involved)."""
+        """Compute the index metadata of a batch (numpy; no gradients involved), on the CPU."""
         self._check_obs(obs)
         layout = build_layout(obs, self.entity_names, self.global_token, self.grid_layout)
-        batch = PreparedBatch(obs, layout)
+        batch = PreparedBatch(self.encoder.embedding.inputs(obs), layout)
         for name, mask in obs.action_masks.items():
             if isinstance(mask, VecSelectEntityMask):
                 batch.select[name] = select_layout(mask, layout.row_slot)
@@ -243,8 +292,11 @@ class RogueNet(nn.Module):
         batch: PreparedBatch,
         actions: Mapping[str, torch.Tensor] | None = None,
         deterministic: bool = False,
+        generator: torch.Generator | None = None,
     ) -> PolicyOutput:
-        """Score ``actions`` (per action name, one int64 per actor) or sample new ones."""
+        """Score ``actions`` (per action name, one int64 per actor) or sample new ones (with
+        ``generator``, torch's default one if None). ``batch`` must be on the network's
+        device."""
         ctx = attention_context(batch.layout)
         x = self.encoder(batch, ctx)
         heads: dict[str, HeadOutput] = {}
@@ -254,49 +306,59 @@ class RogueNet(nn.Module):
             if name in batch.select:
                 layout = batch.select[name]
                 if layout.actor_flat.shape[0] == 0:
-                    heads[name] = _no_actors()
+                    heads[name] = _no_actors(x.device)
                     continue
-                heads[name] = head(x, layout, chosen, deterministic)
+                heads[name] = head(x, layout, chosen, deterministic, generator)
             else:
                 actors, legal = batch.categorical[name]
                 if actors is not None and actors.shape[0] == 0:
-                    heads[name] = _no_actors()
+                    heads[name] = _no_actors(x.device)
                     continue
-                heads[name] = head(x, actors, legal, chosen, deterministic)
+                heads[name] = head(x, actors, legal, chosen, deterministic, generator)
         value_x = x if self.value_encoder is None else self.value_encoder(batch, ctx)
         values = self.value_head(row_mean(value_x, batch.layout))
         return PolicyOutput(heads, values)
 
     @torch.inference_mode()
-    def act(self, obs: VecObs, deterministic: bool = False) -> PolicyOutput:
-        """Sample actions for a batch of observations (no gradients)."""
-        return self(self.prepare(obs), deterministic=deterministic)
+    def act(
+        self,
+        obs: VecObs,
+        deterministic: bool = False,
+        generator: torch.Generator | None = None,
+    ) -> PolicyOutput:
+        """Sample actions for a batch of observations (no gradients; outputs on the CPU).
+        ``generator`` (on the network's device) draws the samples; None: torch's default."""
+        batch = self.prepare(obs).to(self.device)
+        return self(batch, deterministic=deterministic, generator=generator).cpu()
 
     @torch.inference_mode()
     def values(self, obs: VecObs) -> torch.Tensor:
-        """State values of a batch of observations (no actions, no gradients)."""
-        batch = self.prepare(obs)
+        """State values of a batch of observations (no actions, no gradients; on the CPU)."""
+        batch = self.prepare(obs).to(self.device)
         ctx = attention_context(batch.layout)
         encoder = self.encoder if self.value_encoder is None else self.value_encoder
-        return self.value_head(row_mean(encoder(batch, ctx), batch.layout))
+        return self.value_head(row_mean(encoder(batch, ctx), batch.layout)).cpu()
 
     def evaluate(self, obs: VecObs, actions: Mapping[str, RaggedArray]) -> PolicyOutput:
-        """Log-probabilities and entropies of given actions, and values (with gradients)."""
-        chosen = {name: torch.from_numpy(a.data[:, 0]) for name, a in actions.items()}
-        return self(self.prepare(obs), chosen)
+        """Log-probabilities and entropies of given actions, and values (with gradients, on
+        the network's device)."""
+        device = self.device
+        chosen = {name: torch.from_numpy(a.data[:, 0]).to(device) for name, a in actions.items()}
+        return self(self.prepare(obs).to(device), chosen)
 
     @torch.no_grad()
     def update_normalizers(self, obs: VecObs, combine: Combine | None = None) -> None:
         """Fold a batch of observations into the running input statistics (``combine`` sums
         the statistics over the processes of a data-parallel run)."""
-        self.encoder.embedding.update_normalizers(obs, combine)
+        inputs = self.encoder.embedding.inputs(obs).to(self.device)
+        self.encoder.embedding.update_normalizers(inputs, combine)
         if self.value_encoder is not None:
-            self.value_encoder.embedding.update_normalizers(obs, combine)
+            self.value_encoder.embedding.update_normalizers(inputs, combine)
 
 
-def _no_actors() -> HeadOutput:
-    empty = torch.zeros(0)
-    return HeadOutput(torch.zeros(0, dtype=torch.int64), empty, empty)
+def _no_actors(device: torch.device) -> HeadOutput:
+    empty = torch.zeros(0, device=device)
+    return HeadOutput(torch.zeros(0, dtype=torch.int64, device=device), empty, empty)
 
 
 def _key(name: str) -> str:

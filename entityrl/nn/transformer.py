@@ -50,7 +50,9 @@ class AttentionContext:
         """The masks as 0 / -inf, for the explicit attention path (built on first use)."""
         if self._additive is None:
             self._additive = [
-                None if m is None else torch.zeros(m.shape).masked_fill_(~m, float("-inf"))
+                None
+                if m is None
+                else torch.zeros(m.shape, device=m.device).masked_fill_(~m, float("-inf"))
                 for m in self.masks
             ]
         return self._additive
@@ -133,8 +135,11 @@ class RaggedAttention(nn.Module):
         if ctx.layout.num_slots == 0:
             return linear_in(self.dtype, self.proj, x)
         # Fused attention in bfloat16 is far slower than in float32 on CPUs (its backward
-        # above all), so queries, keys and values are widened once here.
-        qkv = linear_in(self.dtype, self.qkv, x).float()
+        # above all), so queries, keys and values are widened once here; GPUs attend in the
+        # compute dtype (flash attention takes bfloat16).
+        qkv = linear_in(self.dtype, self.qkv, x)
+        if qkv.is_cpu or self.relpos is not None:
+            qkv = qkv.float()
         outputs = []
         for b, grid in enumerate(to_grids(qkv, ctx.layout)):
             rows, width = grid.shape[:2]

@@ -20,6 +20,7 @@ import torch
 from entityrl.env.spaces import ActionSpace, ObsSpace
 from entityrl.env.vec_env import EnvFactory, SerialVecEnv, VecEnv
 from entityrl.env.vec_obs import VecObs
+from entityrl.nn.device import resolve_device
 from entityrl.nn.rogue_net import RogueNet
 from entityrl.ragged import RaggedArray
 from entityrl.training.checkpoint import (
@@ -52,8 +53,8 @@ class Agent:
 
     :meth:`act` returns actions in the form a :class:`~entityrl.env.VecEnv` takes: sampled from
     the policy, or with ``deterministic`` the most probable choice of every actor. Sampling
-    draws from the agent's own random generator (see :meth:`seed`), so it neither disturbs nor
-    depends on torch's global one. ``step`` is how many environment steps it was trained for,
+    draws from the agent's own random generator on its device (see :meth:`seed`), so it
+    neither disturbs nor depends on torch's global one. ``step`` is how many environment steps it was trained for,
     ``path`` the checkpoint it was loaded from (if any).
     """
 
@@ -84,12 +85,11 @@ class Agent:
 
     def seed(self, seed: int | None) -> None:
         """Make the sampled actions reproducible (None: seed from the operating system)."""
-        generator = torch.Generator()
+        self.generator = torch.Generator(self.net.device)
         if seed is None:
-            generator.seed()
+            self.generator.seed()
         else:
-            generator.manual_seed(seed)
-        self._rng_state = generator.get_state()
+            self.generator.manual_seed(seed)
 
     def act(self, obs: VecObs) -> dict[str, RaggedArray]:
         """One action per actor of every row of ``obs``, for every action of the space."""
@@ -99,11 +99,7 @@ class Agent:
                 f"the observation's actions {sorted(obs.action_masks)} differ from the agent's "
                 f"{sorted(self.action_space)} (in one but not the other: {unknown})"
             )
-        # The heads sample with torch's global generator: swap ours in for the call.
-        with torch.random.fork_rng(devices=()):
-            torch.set_rng_state(self._rng_state)
-            out = self.net.act(obs, deterministic=self.deterministic)
-            self._rng_state = torch.get_rng_state()
+        out = self.net.act(obs, deterministic=self.deterministic, generator=self.generator)
         return out.actions(obs)
 
     def check_env(self, env: VecEnv) -> None:
@@ -123,8 +119,15 @@ class Agent:
         return f"<Agent for {self.config.env.id}, trained {self.step:,} steps{where}>"
 
 
-def load_agent(path: str | Path, *, deterministic: bool = False, seed: int | None = None) -> Agent:
-    """The agent of a checkpoint file or run directory.
+def load_agent(
+    path: str | Path,
+    *,
+    device: str = "cpu",
+    deterministic: bool = False,
+    seed: int | None = None,
+) -> Agent:
+    """The agent of a checkpoint file or run directory, on ``device`` (any device, whichever
+    the run trained on; see :func:`~entityrl.nn.device.resolve_device`).
 
     Raises :class:`~entityrl.training.checkpoint.CheckpointError` (one line, naming the file)
     when the checkpoint is missing, corrupt, not an entityrl checkpoint, or inconsistent.
@@ -142,7 +145,7 @@ def load_agent(path: str | Path, *, deterministic: bool = False, seed: int | Non
         raise CheckpointError(f"{file}: its record of the spaces is malformed ({err!r})") from None
     # Initial weights are drawn and then overwritten: keep torch's global generator untouched.
     with torch.random.fork_rng(devices=()):
-        net = RogueNet(obs_space, action_space, config.net)
+        net = RogueNet(obs_space, action_space, config.net, device=resolve_device(device))
     try:
         net.load_state_dict(saved["model"])
     except (RuntimeError, TypeError, AttributeError) as err:

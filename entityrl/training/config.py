@@ -24,6 +24,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from entityrl.algo.ppo import OptimConfig, PPOConfig, require_positive
+from entityrl.nn.device import check_device_setting
 from entityrl.nn.rogue_net import RogueNetConfig
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
@@ -71,8 +72,9 @@ class LogConfig:
     """Directory of the run (default: runs/<env>-<date>-<time>)."""
     checkpoint_interval: int = 100_000
     """Environment steps between checkpoints (one is always written at the end)."""
-    tensorboard: bool = True
-    """Write TensorBoard event files."""
+    tensorboard: bool | None = None
+    """Write TensorBoard event files (null: when the tensorboard package is installed; true
+    without it is an error: pip install 'entityrl[tensorboard]')."""
     wandb_project: str | None = None
     """Also log to this Weights & Biases project (needs `pip install wandb`)."""
     progress: bool = True
@@ -96,6 +98,10 @@ class TrainConfig:
     """Environment steps to train for."""
     seed: int = 1
     """Seed of environments, network initialization and sampling."""
+    device: str = "auto"
+    """Where the network trains: auto (the first CUDA GPU if there is one, else the CPU), cpu,
+    cuda, cuda:N or mps. Environments always run on the CPU. For mixed precision on a GPU set
+    net.precision=bfloat16."""
     torch_threads: int = 0
     """Threads torch may use (0: OMP_NUM_THREADS if set, else the cores / world_size)."""
     world_size: int = 1
@@ -106,6 +112,7 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         require_positive("", total_timesteps=self.total_timesteps)
+        check_device_setting(self.device)
         if self.torch_threads < 0:
             raise ConfigError(f"torch_threads must be >= 0, got {self.torch_threads}")
         require_positive("", world_size=self.world_size)

@@ -30,6 +30,7 @@ from entityrl.algo.reduce import Reducer
 from entityrl.env.environment import Environment
 from entityrl.env.process_vec_env import ProcessVecEnv
 from entityrl.env.vec_env import EnvFactory, SerialVecEnv, VecEnv
+from entityrl.nn.device import resolve_device
 from entityrl.nn.rogue_net import RogueNet
 from entityrl.training import checkpoint as ckpt
 from entityrl.training.config import TrainConfig, load_config, to_dict, to_yaml
@@ -154,14 +155,18 @@ class Trainer:
         threads = torch_threads(config)
         if threads is not None:
             torch.set_num_threads(threads)
+        self.device = resolve_device(config.device)
         torch.manual_seed(config.seed)  # the same initial network in every process
         self.rng = np.random.default_rng(config.seed + self.rank)
         per_rank = config.rollout.num_envs // self.reducer.world_size
         # Environment i of rank r is seeded like environment r * per_rank + i of one process.
         self.env = make_env(config, env, num_envs=per_rank, seed_offset=self.rank * per_rank)
-        self.net = RogueNet(self.env.obs_space, self.env.action_space, config.net)
-        if self.rank:
-            torch.manual_seed(config.seed + self.rank)  # each rank samples its own actions
+        self.net = RogueNet(
+            self.env.obs_space, self.env.action_space, config.net, device=self.device
+        )
+        # Each rank samples its own actions, from a generator of its own (on the device).
+        self.generator = torch.Generator(self.device)
+        self.generator.manual_seed(int(self.rng.integers(2**63)))
         self.optimizer = FlatOptimizer(
             self.net,
             lambda params: Adam(
@@ -171,7 +176,9 @@ class Trainer:
                 weight_decay=config.optim.weight_decay,
             ),
         )
-        self.sampler = make_sampler(self.env, self.net, config.rollout.steps, self.rng)
+        self.sampler = make_sampler(
+            self.env, self.net, config.rollout.steps, self.rng, self.generator
+        )
         self.step = 0
         self.iteration = 0
         self.recent_returns: collections.deque[float] = collections.deque(maxlen=100)
@@ -202,6 +209,7 @@ class Trainer:
             "rng": self.reducer.gather(
                 {
                     "torch": torch.get_rng_state(),
+                    "sampling": self.generator.get_state(),
                     "numpy": _jsonable(self.rng.bit_generator.state),
                 }
             ),
@@ -230,6 +238,8 @@ class Trainer:
         self.iteration = int(saved["iteration"])
         rng = saved["rng"][self.rank]
         torch.set_rng_state(rng["torch"])
+        if "sampling" in rng:  # checkpoints of older versions sampled with torch's own
+            self.generator.set_state(rng["sampling"])
         self.rng.bit_generator.state = rng["numpy"]
         self.recent_returns.extend(saved.get("recent_returns", []))
         env_states = ckpt.load_env_state(self.run_dir)
@@ -356,8 +366,9 @@ def _merge_metrics(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
 
 def _check_resumable(saved: dict[str, Any], config: TrainConfig) -> None:
     """Refuse to continue a run under a different configuration."""
-    # total_timesteps may grow (to train longer) and log settings may change freely.
-    mutable = {"total_timesteps", "log"}
+    # total_timesteps may grow (to train longer); log settings and the device (a run may
+    # continue on another machine) may change freely.
+    mutable = {"total_timesteps", "log", "device"}
     ours = {k: v for k, v in to_dict(config).items() if k not in mutable}
     theirs = {k: v for k, v in saved["config"].items() if k not in mutable}
     diffs = ckpt.config_differences(theirs, ours)

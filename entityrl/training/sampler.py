@@ -42,11 +42,12 @@ _Step = tuple[_Transition, dict[str, npt.NDArray[np.float64]]]
 _Steps = tuple[list[_Step], VecObs]
 
 
-def _run(net: RogueNet, env: VecEnv, obs: VecObs, steps: int) -> _Steps:
-    """``steps`` steps of ``env`` from ``obs`` with ``net``'s sampled actions."""
+def _run(net: RogueNet, env: VecEnv, obs: VecObs, steps: int, generator: torch.Generator) -> _Steps:
+    """``steps`` steps of ``env`` from ``obs`` with ``net``'s actions, sampled with
+    ``generator``."""
     transitions = []
     for _ in range(steps):
-        out = net.act(obs)
+        out = net.act(obs, generator=generator)
         actions = out.actions(obs)
         logprobs = {
             name: RaggedArray(head.logprob.numpy().reshape(-1, 1), actions[name].lengths)
@@ -63,17 +64,25 @@ class Sampler:
     """Steps ``env`` with ``net``'s sampled actions, ``steps`` steps per rollout.
 
     The sampler keeps the environments' latest observation between rollouts, so consecutive
-    rollouts continue the same episodes.
+    rollouts continue the same episodes. Actions are drawn from ``generator`` (on the
+    network's device; a new unseeded one if None).
     """
 
-    def __init__(self, env: VecEnv, net: RogueNet, steps: int) -> None:
+    def __init__(
+        self,
+        env: VecEnv,
+        net: RogueNet,
+        steps: int,
+        generator: torch.Generator | None = None,
+    ) -> None:
         self.env = env
         self.net = net
         self.steps = steps
+        self.generator = generator or _new_generator(net.device)
         self.obs: VecObs = env.reset()
 
     def collect(self, gamma: float, gae_lambda: float) -> Rollout:
-        transitions, self.obs = _run(self.net, self.env, self.obs, self.steps)
+        transitions, self.obs = _run(self.net, self.env, self.obs, self.steps, self.generator)
         return self._rollout([transitions], gamma, gae_lambda)
 
     def _rollout(self, groups: list[list[_Step]], gamma: float, gae_lambda: float) -> Rollout:
@@ -122,6 +131,11 @@ class WorkerSampler(Sampler):
     def __init__(
         self, env: ProcessVecEnv, net: RogueNet, steps: int, rng: np.random.Generator
     ) -> None:
+        if net.device.type != "cpu":
+            raise ValueError(
+                f"WorkerSampler runs the policy in CPU worker processes; the network is on "
+                f"{net.device} (use Sampler: the environments still step in their processes)"
+            )
         super().__init__(env, net, steps)
         self.rng = rng
         # Pickled here, by value: sent as tensors, the parameters would be moved into shared
@@ -155,13 +169,29 @@ def _worker_rollout(
     """In a worker: ``steps`` steps of its environments with the policy of ``state``."""
     net: RogueNet = context["net"]
     net.load_state_dict({name: torch.from_numpy(value) for name, value in state.items()})
-    torch.manual_seed(seed)
-    return _run(net, envs, envs.observation, steps)
+    generator = torch.Generator()
+    generator.manual_seed(seed)
+    return _run(net, envs, envs.observation, steps, generator)
 
 
-def make_sampler(env: VecEnv, net: RogueNet, steps: int, rng: np.random.Generator) -> Sampler:
-    """A :class:`WorkerSampler` for environments in worker processes, else a :class:`Sampler`;
-    ``rng`` seeds the workers' sampling."""
-    if isinstance(env, ProcessVecEnv):
+def _new_generator(device: torch.device) -> torch.Generator:
+    generator = torch.Generator(device)
+    generator.seed()
+    return generator
+
+
+def make_sampler(
+    env: VecEnv,
+    net: RogueNet,
+    steps: int,
+    rng: np.random.Generator,
+    generator: torch.Generator | None = None,
+) -> Sampler:
+    """A :class:`WorkerSampler` for environments in worker processes when the policy runs on
+    the CPU (each worker runs a copy of it, its actions drawn from a generator seeded from
+    ``rng``), else a :class:`Sampler` drawing from ``generator`` (on another device the
+    training process runs the policy for all environments, which still step in their worker
+    processes)."""
+    if isinstance(env, ProcessVecEnv) and net.device.type == "cpu":
         return WorkerSampler(env, net, steps, rng)
-    return Sampler(env, net, steps)
+    return Sampler(env, net, steps, generator)

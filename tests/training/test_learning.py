@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from entityrl.nn.kernels.build import torch_path
 from entityrl.training import evaluate, load_agent, make_eval_env
 from entityrl.training.config import CONFIG_DIR, load_config
 from entityrl.training.runner import Trainer
@@ -66,6 +67,20 @@ def test_reaches_threshold(
     tmp_path: Path, name: str, overrides: list[str], episodes: int, threshold: float
 ) -> None:
     assert trained_return(tmp_path, name, overrides, episodes) >= threshold
+
+
+@pytest.mark.parametrize(
+    ("name", "overrides", "episodes", "threshold"),
+    CASES,
+    ids=[f"{c[0]}{'-' + '-'.join(c[1]) if c[1] else ''}" for c in CASES],
+)
+def test_torch_path_reaches_threshold(
+    tmp_path: Path, name: str, overrides: list[str], episodes: int, threshold: float
+) -> None:
+    # What runs on a GPU, or on a CPU without a compiler: no C++ kernel, PPO's loss in torch.
+    with torch_path():
+        overrides = [*overrides, "ppo.fused_loss=false"]
+        assert trained_return(tmp_path, name, overrides, episodes) >= threshold
 
 
 def test_floor_is_lava_needs_relative_positions(tmp_path: Path) -> None:

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from entityrl.algo.optimizer import FlatOptimizer
-from entityrl.algo.ppo import ppo_losses, ppo_update
+from entityrl.algo.ppo import ppo_terms, ppo_update
+from entityrl.algo.ppo_fused import fused_ppo_terms
 from entityrl.algo.rollout import Minibatch
 from entityrl.envs import make_vec
 from entityrl.nn import RogueNet, RogueNetConfig
@@ -37,33 +38,43 @@ def test_recomputed_logprobs_match_the_rollout() -> None:
     out = net.evaluate(batch.obs, batch.actions)
     for name, head in out.heads.items():
         torch.testing.assert_close(head.logprob, batch.logprobs[name], atol=1e-5, rtol=1e-5)
-    terms = ppo_losses(out, batch, PPOConfig())
-    assert abs(terms.approx_kl) < 1e-4 and terms.clipped == 0
+    for compute in (ppo_terms, fused_ppo_terms):
+        terms = compute(out, batch, PPOConfig())
+        assert abs(terms.approx_kl) < 1e-4 and terms.clipped == 0
 
 
-def torch_losses(out: PolicyOutput, batch: Minibatch, cfg: PPOConfig) -> list[torch.Tensor]:
-    """The losses as plain torch expressions (autograd differentiates them): policy, entropy
-    and value sums, approximate KL and clipped count."""
-    c = cfg.clip_coef
-    policy, entropy, kl, clipped = torch.zeros(()), torch.zeros(()), torch.zeros(()), 0
-    for name, head in out.heads.items():
-        advantage = batch.advantages[batch.actor_rows[name]]
-        logratio = head.logprob - batch.logprobs[name]
-        ratio = logratio.exp()
-        surrogate = torch.maximum(-advantage * ratio, -advantage * ratio.clamp(1 - c, 1 + c))
-        policy = policy + surrogate.sum()
-        entropy = entropy + head.entropy.sum()
-        kl = kl + ((ratio - 1) - logratio).sum().detach()
-        clipped += int(((ratio - 1).abs() > c).sum())
-    error = (out.values - batch.returns) ** 2
-    if cfg.clip_vloss:
-        clipped_values = batch.values + (out.values - batch.values).clamp(-c, c)
-        error = torch.maximum(error, (clipped_values - batch.returns) ** 2)
-    return [policy, entropy, 0.5 * error.sum(), kl, torch.tensor(float(clipped))]
+def test_torch_terms_match_a_hand_computed_example() -> None:
+    c = 0.2
+    # Two actors of row 0 and one of row 1; ratios 1.5 (clipped at 1.2), 0.9 and 1.0.
+    old = torch.tensor([0.0, 0.0, -1.0])
+    new = torch.log(torch.tensor([1.5, 0.9, 1.0])) + old
+    out = PolicyOutput(
+        {"a": HeadOutput(torch.zeros(3, dtype=torch.int64), new, torch.tensor([0.1, 0.2, 0.3]))},
+        torch.tensor([1.0, 0.0]),
+    )
+    batch = Minibatch(
+        obs=None,  # type: ignore[arg-type]
+        actions={},
+        logprobs={"a": old},
+        actor_rows={"a": torch.tensor([0, 0, 1])},
+        values=torch.tensor([0.5, 0.0]),
+        advantages=torch.tensor([2.0, -1.0]),
+        returns=torch.tensor([2.0, 1.0]),
+    )
+    terms = ppo_terms(out, batch, PPOConfig(clip_coef=c))
+    # Actor 0: max(-2 * 1.5, -2 * 1.2) = -2.4; actor 1: max(-1.8, -2.0) = -1.8; actor 2: 1.0.
+    assert terms.policy == pytest.approx(-2.4 - 1.8 + 1.0)
+    assert terms.entropy == pytest.approx(0.6)
+    # Row 0: v moved 0.5 from V = 0.5, clipped to 0.7: max((1 - 2)^2, (0.7 - 2)^2) = 1.69;
+    # row 1: v = V, (0 - 1)^2 = 1.
+    assert terms.value == pytest.approx(0.5 * (1.69 + 1.0))
+    assert terms.clipped == 1
+    kl = sum((r - 1) - np.log(r) for r in (1.5, 0.9, 1.0))
+    assert terms.approx_kl == pytest.approx(kl, rel=1e-5)
 
 
 @pytest.mark.parametrize("clip_vloss", [True, False])
-def test_losses_and_gradients_are_torchs(clip_vloss: bool) -> None:
+def test_fused_terms_and_gradients_are_the_torch_terms(clip_vloss: bool) -> None:
     net, rollout = rollout_of("MineSweeper", orbital_cannon=True, cooldown_period=1)
     rows = np.arange(rollout.num_rows)
     rng = np.random.default_rng(0)
@@ -101,14 +112,19 @@ def test_losses_and_gradients_are_torchs(clip_vloss: bool) -> None:
         )
 
     ours_out, theirs_out = leaves(), leaves()
-    terms = ppo_losses(ours_out, batch, cfg)
+    terms = fused_ppo_terms(ours_out, batch, cfg)
     terms.loss(*weights).backward()
-    reference = torch_losses(theirs_out, batch, cfg)
-    sum(w * t for w, t in zip(weights, reference[:3], strict=True)).backward()
+    reference = ppo_terms(theirs_out, batch, cfg)
+    reference.loss(*weights).backward()
 
-    got = [terms.policy, terms.entropy, terms.value, terms.approx_kl, terms.clipped]
+    fields = ("policy", "entropy", "value", "approx_kl", "clipped")
     assert 0 < terms.clipped < sum(h.logprob.numel() for h in heads.values())
-    np.testing.assert_allclose(got, [float(t.detach()) for t in reference], rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(
+        [getattr(terms, f) for f in fields],
+        [getattr(reference, f) for f in fields],
+        rtol=1e-5,
+        atol=1e-4,
+    )
     for name in heads:
         for field in ("logprob", "entropy"):
             ours = getattr(ours_out.heads[name], field).grad

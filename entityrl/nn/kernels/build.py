@@ -19,6 +19,7 @@ then ``clang++``).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import hashlib
@@ -29,7 +30,7 @@ import shutil
 import subprocess
 import tempfile
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Generic, TypeVar
 
@@ -53,6 +54,21 @@ COMPILE_TIMEOUT = 300.0
 
 # Why the kernels are unavailable (None when they are, or before the first attempt).
 unavailable_reason: str | None = None
+# Inside torch_path(): every kernel reports itself unavailable.
+_torch_path_only = False
+
+
+@contextlib.contextmanager
+def torch_path() -> Iterator[None]:
+    """Within the block, every kernel declines and the plain torch path runs, as on a machine
+    without a compiler. Networks decide their layout when built or moved, so build them inside
+    the block. The torch path is the reference the kernels are checked against."""
+    global _torch_path_only
+    previous, _torch_path_only = _torch_path_only, True
+    try:
+        yield
+    finally:
+        _torch_path_only = previous
 
 
 def cache_dir() -> Path:
@@ -196,6 +212,8 @@ class LazyKernel(Generic[K]):
 
     def get(self) -> K | None:
         """The bound kernel, or None where it cannot be used."""
+        if _torch_path_only:
+            return None
         if not self._loaded:
             lib = load_library(self.name)
             self._kernel = None if lib is None else self.bind(lib)

@@ -14,7 +14,7 @@ recomputed from the logits).
 :func:`masked_categorical` falls back to :func:`reference_categorical`, the torch code, where
 the kernel cannot serve: no kernel on this machine (or ``ENTITYRL_NO_KERNELS=1``), logits not
 float32 or not on the CPU, rows of no choices. Both draw the sampling noise with one
-``torch.rand_like(logits)``, so a seeded run samples the same actions with either, except
+uniform tensor of the logits' shape from the caller's generator, so a seeded run samples the same actions with either, except
 where two entries' scores agree to about 1e-7 (their logarithms may round differently).
 
 The same library computes the select-entity heads' logits (:func:`select_logits`): each
@@ -99,12 +99,14 @@ def masked_categorical(
     legal: torch.Tensor | None,
     chosen: torch.Tensor | None = None,
     deterministic: bool = False,
+    generator: torch.Generator | None = None,
 ) -> HeadOutput:
     """Sample (or score ``chosen``) from categorical distributions with illegal choices removed.
 
     ``logits``: ``(A, C)``; ``legal``: bool ``(A, C)`` or None (all legal); ``chosen``:
     integer ``(A,)`` or None, in which case the actions are the argmax of the legal logits
-    (``deterministic``) or a sample (Gumbel-max with ``torch.rand_like(logits)``). Illegal
+    (``deterministic``) or a sample (Gumbel-max with uniform noise drawn from ``generator``,
+    torch's default generator if None). Illegal
     choices have probability exactly 0: never sampled, no part of the entropy, no gradient. A
     row with no legal choice gets action 0 (unless given), NaN log-probability and entropy,
     and zero gradient. Differentiable (once) with respect to ``logits`` through the
@@ -131,7 +133,7 @@ def masked_categorical(
             )
     kernel = _get_kernel()
     if kernel is None or logits.dtype != torch.float32 or not logits.is_cpu or logits.shape[1] == 0:
-        return reference_categorical(logits, legal, chosen, deterministic)
+        return reference_categorical(logits, legal, chosen, deterministic, generator)
     logits = logits.contiguous()
     legal = None if legal is None else legal.contiguous()
     if chosen is None:
@@ -139,7 +141,8 @@ def masked_categorical(
         mode = _ARGMAX if deterministic else _SAMPLE
     else:
         actions, mode = chosen.contiguous(), _GIVEN
-    call = _Call(legal, actions, torch.rand_like(logits) if mode == _SAMPLE else None, mode)
+    noise = _uniform(logits, generator) if mode == _SAMPLE else None
+    call = _Call(legal, actions, noise, mode)
     if torch.is_grad_enabled() and logits.requires_grad:
         logprob, entropy = _MaskedCategorical.apply(logits, kernel, call)
     else:
@@ -225,11 +228,18 @@ class _MaskedCategorical(torch.autograd.Function):
         return dlogits, None, None
 
 
+def _uniform(like: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    """Uniform [0, 1) noise of ``like``'s shape, dtype and device (``torch.rand_like`` takes no
+    generator; with the default one this draws the same values)."""
+    return torch.rand(like.shape, dtype=like.dtype, device=like.device, generator=generator)
+
+
 def reference_categorical(
     logits: torch.Tensor,
     legal: torch.Tensor | None,
     chosen: torch.Tensor | None = None,
     deterministic: bool = False,
+    generator: torch.Generator | None = None,
 ) -> HeadOutput:
     """:func:`masked_categorical` in plain torch, for any dtype and device: the fallback, and
     the reference the kernel is tested against.
@@ -244,7 +254,7 @@ def reference_categorical(
             chosen = logits.argmax(dim=-1)
         else:
             # Gumbel-max: argmax(logits + Gumbel noise) is a sample of softmax(logits).
-            u = torch.rand_like(logits)
+            u = _uniform(logits, generator)
             chosen = (logits - torch.log(-torch.log(u))).argmax(dim=-1)
     logprob = logp.gather(1, chosen.unsqueeze(1)).squeeze(1)
     # p * log p with p = 0 where illegal (log p = -inf there, so zero it first).
