@@ -39,7 +39,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from entityrl.training.runner import Trainer
+    from entityrl.training.distributed import PeerLostError, is_rank_zero
+    from entityrl.training.runner import train
 
     source = args.source
     overrides = list(args.overrides)
@@ -61,11 +62,16 @@ def run(args: argparse.Namespace) -> int:
         print(to_yaml(config), end="")
         return 0
     try:
-        trainer = Trainer(config, resume=args.resume)
+        # One process, world_size=N processes here, or one rank of a launcher's (torchrun).
+        result = train(config=config, resume=args.resume)
     except (CheckpointError, ConfigError, DeviceError) as err:
         print(f"entityrl train: error: {err}", file=sys.stderr)
         return USAGE_ERROR
-    result = trainer.run()
+    except PeerLostError as err:
+        print(f"entityrl train: error: {err}", file=sys.stderr)
+        return 1
+    if not is_rank_zero():
+        return 0
     state = "interrupted" if result.interrupted else "finished"
     shown = "n/a" if result.mean_return is None else f"{result.mean_return:.3f}"
     print(

@@ -106,7 +106,11 @@ class TrainConfig:
     """Threads torch may use (0: OMP_NUM_THREADS if set, else the cores / world_size)."""
     world_size: int = 1
     """Training processes (data-parallel): each steps num_envs / world_size environments and
-    takes its share of every minibatch; gradients are summed, so all take the same steps."""
+    takes its share of every minibatch; gradients are summed, so all take the same steps.
+    Under a launcher (torchrun) leave it at 1: the launcher's world size is used."""
+    distributed_timeout: float = 300.0
+    """Seconds a training process of a data-parallel run waits for the others (a gradient sum,
+    a checkpoint) before it stops with an error: a peer that died or hangs never blocks it."""
     target_return: float | None = None
     """The mean episode return this configuration is known to reach within total_timesteps."""
 
@@ -116,6 +120,10 @@ class TrainConfig:
         if self.torch_threads < 0:
             raise ConfigError(f"torch_threads must be >= 0, got {self.torch_threads}")
         require_positive("", world_size=self.world_size)
+        if not self.distributed_timeout > 0:
+            raise ConfigError(
+                f"distributed_timeout must be > 0 seconds, got {self.distributed_timeout}"
+            )
         for key, value in (
             ("rollout.num_envs", self.rollout.num_envs),
             ("optim.bs", self.optim.bs),

@@ -97,10 +97,11 @@ def torch_threads(config: TrainConfig) -> int | None:
     if os.environ.get("OMP_NUM_THREADS"):
         return None
     cores = os.cpu_count() or 1
-    # The cores are shared by the training processes. Environment workers are not counted:
+    # The cores are shared by the training processes of this machine (a launcher says how
+    # many there are; world_size=N starts all N here). Environment workers are not counted:
     # they idle during updates, when threads matter most (measured: 2 threads beat 1 on
     # 2 cores with 2 environment workers).
-    return max(1, cores // config.world_size)
+    return max(1, cores // int(os.environ.get("LOCAL_WORLD_SIZE", config.world_size)))
 
 
 class _StopFlag:
@@ -426,10 +427,12 @@ def train(
         config.env.id = _env_name(env)
     elif isinstance(env, str):
         config.env.id = env
-    if config.world_size > 1:
-        from entityrl.training.distributed import launch
+    from entityrl.training import distributed
 
-        return launch(config, env, resume)
+    if distributed.launched():
+        return distributed.join_launcher(config, env, resume)
+    if config.world_size > 1:
+        return distributed.launch(config, env, resume)
     return Trainer(config, env, resume).run()
 
 
