@@ -18,14 +18,10 @@ from typing import Any
 
 import torch
 
-from entityrl.env.spaces import (
-    ActionSpace,
-    CategoricalActionSpace,
-    Entity,
-    GlobalCategoricalActionSpace,
-    ObsSpace,
-    SelectEntityActionSpace,
-)
+# The spaces' plain-data form lives with the spaces (the torch-free runtime reads it too);
+# re-exported here, where checkpoints use it.
+from entityrl.env.spaces import spaces_from_data as spaces_from_data
+from entityrl.env.spaces import spaces_to_data as spaces_to_data
 
 FORMAT = "entityrl-checkpoint"
 VERSION = 1
@@ -123,35 +119,6 @@ def load_env_state(directory: Path) -> bytes | None:
 
 
 # ---------------------------------------------------------------------------- spaces as data
-def spaces_to_data(obs_space: ObsSpace, action_space: dict[str, ActionSpace]) -> dict[str, Any]:
-    return {
-        "entities": {name: list(e.features) for name, e in obs_space.entities.items()},
-        "global_features": list(obs_space.global_features),
-        "actions": {
-            name: {"kind": type(space).__name__, "choices": list(getattr(space, "choices", ()))}
-            for name, space in action_space.items()
-        },
-    }
-
-
-_ACTION_KINDS: dict[str, Callable[[list[str]], ActionSpace]] = {
-    "CategoricalActionSpace": CategoricalActionSpace,
-    "GlobalCategoricalActionSpace": GlobalCategoricalActionSpace,
-    "SelectEntityActionSpace": lambda _choices: SelectEntityActionSpace(),
-}
-
-
-def spaces_from_data(data: dict[str, Any]) -> tuple[ObsSpace, dict[str, ActionSpace]]:
-    obs_space = ObsSpace(
-        {name: Entity(features) for name, features in data["entities"].items()},
-        data["global_features"],
-    )
-    actions = {
-        name: _ACTION_KINDS[spec["kind"]](spec["choices"]) for name, spec in data["actions"].items()
-    }
-    return obs_space, actions
-
-
 def config_differences(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list[str]:
     """Dotted keys whose values differ between two nested config dicts."""
     keys = sorted(set(a) | set(b))

@@ -1,0 +1,124 @@
+"""Latency of one decision (one observation in, actions out) on one thread: the light runtime
+(entityrl.inference, onnxruntime) against the torch Agent and rogue-net 0.1.9.
+
+The observation: CherryPick with 24 cherries and the player (25 entities), a select-entity
+action; the network: d_model 32, 2 layers, 2 heads (untrained: weights do not change the
+time). Each path decides CALLS times per run after a warm-up; p50 and p99 are per run, and the
+table gives the median over RUNS runs. The same decision in the browser (onnxruntime-web) is
+measured by benchmarks/web_inference.py.
+
+usage: python benchmarks/inference.py [--calls 3000] [--runs 5] [--write]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _peer import machine, note_if_peer_missing, peer_available, run_peer
+from results import replace_section
+
+from entityrl.env import Batcher
+from entityrl.envs import CherryPick
+from entityrl.export import export_onnx
+from entityrl.inference import load
+from entityrl.inference.runtime import model_inputs
+from entityrl.nn import RogueNet, RogueNetConfig
+from entityrl.training.agent import Agent
+from entityrl.training.config import EnvConfig, TrainConfig
+
+CHERRIES = 24
+D_MODEL = 32
+
+
+def percentiles(fn: Callable[[], object], calls: int) -> tuple[float, float]:
+    """p50 and p99 of ``calls`` timed calls after ``calls // 10`` untimed ones, in seconds."""
+    for _ in range(calls // 10):
+        fn()
+    times = np.empty(calls)
+    for i in range(calls):
+        start = time.perf_counter()
+        fn()
+        times[i] = time.perf_counter() - start
+    return float(np.percentile(times, 50)), float(np.percentile(times, 99))
+
+
+def paths(model: Path) -> dict[str, Callable[[], object]]:
+    """Each way of deciding for the same observation, by row label."""
+    env = CherryPick(num_cherries=CHERRIES)
+    env.seed(0)
+    obs = env.reset()
+    torch.manual_seed(0)
+    net = RogueNet(env.obs_space(), env.action_space(), RogueNetConfig(d_model=D_MODEL))
+    agent = Agent(net, TrainConfig(env=EnvConfig(id="CherryPick")), seed=0)
+    batcher = Batcher(env.obs_space(), env.action_space())
+    batch = batcher.batch([obs])
+    checked, unchecked = load(model, seed=0), load(model, seed=0, check=False)
+    session = unchecked.session
+    feeds = {
+        name: value
+        for name, value in model_inputs(batch, 0, unchecked.action_space).items()
+        if name in unchecked.input_names
+    }
+    return {
+        "torch `Agent.act` (VecObs in, ragged actions out)": lambda: agent.act(batch),
+        "torch: Observation -> Batcher -> `Agent.act` -> Actions": lambda: batcher.unbatch(
+            agent.act(batcher.batch([obs])), [obs]
+        ),
+        "`entityrl.inference` `policy.act(obs)` (validated)": lambda: checked.act(obs),
+        "`entityrl.inference` `policy.act(obs)`, check=False": lambda: unchecked.act(obs),
+        "onnxruntime `session.run` alone (inputs ready)": lambda: session.run(None, feeds),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--calls", type=int, default=3000)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--write", action="store_true", help="update benchmarks/RESULTS.md")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    note_if_peer_missing()
+    with tempfile.TemporaryDirectory() as tmp:
+        model = Path(tmp) / "agent.onnx"
+        env = CherryPick(num_cherries=CHERRIES)
+        torch.manual_seed(0)
+        net = RogueNet(env.obs_space(), env.action_space(), RogueNetConfig(d_model=D_MODEL))
+        export_onnx(Agent(net, TrainConfig(env=EnvConfig(id="CherryPick"))), model)
+        runs: dict[str, list[tuple[float, float]]] = {}
+        for _ in range(args.runs):
+            for label, fn in paths(model).items():
+                runs.setdefault(label, []).append(percentiles(fn, args.calls))
+    if peer_available():
+        peer = run_peer("inference_peer.py", CHERRIES, D_MODEL, args.calls, args.runs)
+        runs["rogue-net 0.1.9: Observation -> `batch_obs` -> `get_action_and_auxiliary`"] = [
+            tuple(r) for r in peer["runs"]
+        ]
+    lines = ["| path | p50 (us) | p99 (us) |", "|---|---|---|"]
+    for label, figures in runs.items():
+        p50, p99 = np.median(np.array(figures), axis=0) * 1e6
+        lines.append(f"| {label} | {p50:,.0f} | {p99:,.0f} |")
+    table = "\n".join(lines)
+    print(table)
+    if args.write:
+        replace_section(
+            "Inference latency: one decision (benchmarks/inference.py)",
+            f"Command: `python benchmarks/inference.py --calls {args.calls} --runs {args.runs} "
+            f"--write`\n\nMachine: {machine()}; onnxruntime and torch on 1 thread.\n\n"
+            f"One CherryPick observation ({CHERRIES} cherries and the player: "
+            f"{CHERRIES + 1} entities, a select-entity action), d_model {D_MODEL}, 2 layers, "
+            f"2 heads. p50 and p99 of {args.calls:,} decisions per run, median over "
+            f"{args.runs} runs; the peer in its own venv, same run.\n\n{table}\n",
+        )
+
+
+if __name__ == "__main__":
+    main()
