@@ -120,8 +120,7 @@ class ObservationRule:
         entities = dict(entities or {})
         if (entities or ignore) and not isinstance(space, spaces.Dict):
             raise UnsupportedSpaceError(
-                f"{env_name}: entities/ignore name keys of a Dict observation space, got "
-                f"{space}"
+                f"{env_name}: entities/ignore name keys of a Dict observation space, got {space}"
             )
         top = dict(space.spaces) if isinstance(space, spaces.Dict) else {}
         for key in [*entities, *ignore, *(m for m in entities.values() if m)]:
