@@ -153,7 +153,7 @@ def test_entityrl_env_is_a_valid_gymnasium_env(make_env, limits) -> None:  # typ
     check_env(env, skip_render_check=True)
     obs, _ = env.reset(seed=1)
     for _ in range(30):
-        obs, reward, terminated, truncated, _ = env.step(env.action_space.sample())
+        obs, _reward, terminated, truncated, _ = env.step(env.action_space.sample())
         assert env.observation_space.contains(obs)
         if terminated or truncated:
             obs, _ = env.reset()
