@@ -177,6 +177,8 @@ class SerialVecEnv(VecEnv):
         rewards = np.empty(self.num_envs, dtype=np.float32)
         dones = np.zeros(self.num_envs, dtype=np.bool_)
         env_metrics: dict[str, list[float]] = {}
+        finals: list[Observation] = []
+        truncated = np.zeros(self.num_envs, dtype=np.bool_)
         native = self._native
         for i, (env, env_actions) in enumerate(zip(self.envs, per_env, strict=True)):
             obs = env.native_act(env_actions) if native else env.act(env_actions)  # type: ignore[attr-defined]
@@ -185,6 +187,10 @@ class SerialVecEnv(VecEnv):
                 self._metrics[i].update(obs.metrics)
             if obs.done:
                 dones[i] = True
+                # Native observations (another API's) have no truncation flag.
+                if getattr(obs, "truncated", False):
+                    truncated[i] = True
+                    finals.append(obs)
                 for key, value in self._metrics[i].items():
                     env_metrics.setdefault(key, []).append(float(value))
                 obs = self._reset_env(env)
@@ -195,6 +201,8 @@ class SerialVecEnv(VecEnv):
         batch.metrics = self.episodes.step(rewards, dones)
         for key, values in env_metrics.items():
             batch.metrics[key] = np.asarray(values, dtype=np.float64)
+        if finals:
+            batch.truncated, batch.final = truncated, self.batcher.batch(finals)
         self._last = batch
         return batch
 

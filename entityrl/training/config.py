@@ -14,6 +14,7 @@ import dataclasses
 import difflib
 import inspect
 import itertools
+import re
 import textwrap
 import typing
 from dataclasses import dataclass, field
@@ -142,7 +143,11 @@ class TrainConfig:
 
 # ---------------------------------------------------------------------------- loading
 def config_path_for(env_id: str) -> Path:
-    """The shipped config file of a registered environment (may not exist)."""
+    """The shipped config file of a registered environment (may not exist); another
+    library's environment (``gymnasium:CartPole-v1``) in lower case with ``_`` between
+    words (``gymnasium_cartpole_v1.yaml``)."""
+    if ":" in env_id:
+        return CONFIG_DIR / f"{re.sub('[^a-z0-9]+', '_', env_id.lower())}.yaml"
     snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in env_id).lstrip("_")
     return CONFIG_DIR / f"{snake}.yaml"
 
