@@ -18,14 +18,9 @@ from typing import Any
 
 import torch
 
-from entityrl.env.spaces import (
-    ActionSpace,
-    CategoricalActionSpace,
-    Entity,
-    GlobalCategoricalActionSpace,
-    ObsSpace,
-    SelectEntityActionSpace,
-)
+# Re-exported: checkpoints record the spaces in this form.
+from entityrl.env.space_data import spaces_from_data as spaces_from_data
+from entityrl.env.space_data import spaces_to_data as spaces_to_data
 
 FORMAT = "entityrl-checkpoint"
 VERSION = 1
@@ -120,36 +115,6 @@ def _reason(err: BaseException) -> str:
 def load_env_state(directory: Path) -> bytes | None:
     path = directory / ENV_STATE_FILE
     return path.read_bytes() if path.exists() else None
-
-
-# ---------------------------------------------------------------------------- spaces as data
-def spaces_to_data(obs_space: ObsSpace, action_space: dict[str, ActionSpace]) -> dict[str, Any]:
-    return {
-        "entities": {name: list(e.features) for name, e in obs_space.entities.items()},
-        "global_features": list(obs_space.global_features),
-        "actions": {
-            name: {"kind": type(space).__name__, "choices": list(getattr(space, "choices", ()))}
-            for name, space in action_space.items()
-        },
-    }
-
-
-_ACTION_KINDS: dict[str, Callable[[list[str]], ActionSpace]] = {
-    "CategoricalActionSpace": CategoricalActionSpace,
-    "GlobalCategoricalActionSpace": GlobalCategoricalActionSpace,
-    "SelectEntityActionSpace": lambda _choices: SelectEntityActionSpace(),
-}
-
-
-def spaces_from_data(data: dict[str, Any]) -> tuple[ObsSpace, dict[str, ActionSpace]]:
-    obs_space = ObsSpace(
-        {name: Entity(features) for name, features in data["entities"].items()},
-        data["global_features"],
-    )
-    actions = {
-        name: _ACTION_KINDS[spec["kind"]](spec["choices"]) for name, spec in data["actions"].items()
-    }
-    return obs_space, actions
 
 
 def config_differences(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list[str]:
