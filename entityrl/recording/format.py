@@ -240,4 +240,4 @@ def _ragged(column: pa.Array, width: int | None = None) -> RaggedArray:
 
 
 def _numpy(array: pa.Array) -> npt.NDArray[Any]:
-    return array.to_numpy(zero_copy_only=False)
+    return array.to_numpy(zero_copy_only=False, writable=True)  # torch wants writable arrays

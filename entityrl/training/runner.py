@@ -34,6 +34,7 @@ from entityrl.nn.device import resolve_device
 from entityrl.nn.rogue_net import RogueNet
 from entityrl.training import checkpoint as ckpt
 from entityrl.training.config import TrainConfig, load_config, to_dict, to_yaml
+from entityrl.training.init_from import load_initial_weights
 from entityrl.training.progress import ProgressReporter
 from entityrl.training.run_log import RunLog
 from entityrl.training.sampler import make_sampler
@@ -184,6 +185,9 @@ class Trainer:
         self.recent_returns: collections.deque[float] = collections.deque(maxlen=100)
         if saved is not None:
             self._restore(saved)
+        elif config.init_from:
+            # Weights and input normalization of an earlier run (e.g. behaviour cloning).
+            load_initial_weights(self.net, config.init_from)
         else:
             self.net.update_normalizers(self.sampler.obs, self.combine)
         self.log: RunLog | None = None
@@ -426,6 +430,10 @@ def train(
         config.env.id = _env_name(env)
     elif isinstance(env, str):
         config.env.id = env
+    if config.algo == "bc":
+        from entityrl.training.imitation import train_bc
+
+        return train_bc(config, env)
     if config.world_size > 1:
         from entityrl.training.distributed import launch
 
