@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from entityrl.algo.bc import bc_terms
-from entityrl.algo.optimizer import Adam, FlatOptimizer
+from entityrl.algo.optimizer import adam
 from entityrl.env.vec_env import VecEnv
 from entityrl.env.vec_obs import VecObs
 from entityrl.nn.device import resolve_device
@@ -116,15 +116,7 @@ class BCTrainer:
             self.env.obs_space, self.env.action_space, config.net, device=self.device
         )
         self.net.update_normalizers(self.train_data.obs)
-        self.optimizer = FlatOptimizer(
-            self.net,
-            lambda params: Adam(
-                params,
-                lr=config.optim.lr,
-                eps=config.optim.eps,
-                weight_decay=config.optim.weight_decay,
-            ),
-        )
+        self.optimizer = adam(self.net, config.optim)
         self.step = 0  # training samples (steps of recorded episodes) seen
         self.epoch = 0
         self.log = RunLog(

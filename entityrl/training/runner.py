@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from entityrl.algo.optimizer import Adam, FlatOptimizer
+from entityrl.algo.optimizer import adam
 from entityrl.algo.ppo import ppo_update
 from entityrl.algo.reduce import Reducer
 from entityrl.env.environment import Environment
@@ -168,15 +168,7 @@ class Trainer:
         # Each rank samples its own actions, from a generator of its own (on the device).
         self.generator = torch.Generator(self.device)
         self.generator.manual_seed(int(self.rng.integers(2**63)))
-        self.optimizer = FlatOptimizer(
-            self.net,
-            lambda params: Adam(
-                params,
-                lr=config.optim.lr,
-                eps=config.optim.eps,
-                weight_decay=config.optim.weight_decay,
-            ),
-        )
+        self.optimizer = adam(self.net, config.optim)
         self.sampler = make_sampler(
             self.env, self.net, config.rollout.steps, self.rng, self.generator
         )

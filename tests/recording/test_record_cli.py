@@ -88,3 +88,17 @@ def test_an_unwritable_record_path_is_a_one_line_error(
     assert code == 2
     assert err.startswith("entityrl eval: error: --record: cannot write")
     assert len(err.strip().splitlines()) == 1
+
+
+def test_a_person_s_recording_trains_an_agent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO("4\n2\n4\n2\n4\n2\nq\n"))
+    demos = tmp_path / "human.arrow"
+    assert main(["play", *LINE_WORLD, "--record", str(demos)]) == 0
+    run_dir = tmp_path / "bc"
+    args = ["bc", str(demos), "bc.epochs=2", "bc.eval_episodes=1", "bc.eval_envs=1",
+            "log.tensorboard=false", f"log.run_dir={run_dir}"]  # fmt: skip
+    assert main(args) == 0
+    assert "epoch 2" in capsys.readouterr().out
+    assert main(["eval", str(run_dir), "--episodes", "2"]) == 0
