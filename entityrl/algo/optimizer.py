@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 from torch import nn
 
 from entityrl.algo.reduce import Reducer
+
+if TYPE_CHECKING:
+    from entityrl.algo.ppo import OptimConfig
 
 
 class Optimizer(Protocol):
@@ -177,6 +180,15 @@ class FlatOptimizer:
 
 # Per-parameter state tensors (Adam's moments) are split and joined along with the parameters;
 # anything else (the step count) is the same for every parameter.
+def adam(net: nn.Module, optim: OptimConfig) -> FlatOptimizer:
+    """Adam over ``net``'s flat parameters, with the config's learning rate, epsilon and weight
+    decay (the optimizer every algorithm uses)."""
+    return FlatOptimizer(
+        net,
+        lambda params: Adam(params, lr=optim.lr, eps=optim.eps, weight_decay=optim.weight_decay),
+    )
+
+
 def _unpack(state: dict[str, Any], params: list[nn.Parameter]) -> dict[str, Any]:
     total = sum(p.numel() for p in params)
     packed = state["state"].get(0, {})

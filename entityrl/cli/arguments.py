@@ -4,6 +4,12 @@ argparse reports in one line (``error: argument --steps: expected ...``)."""
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING, Any
+
+from entityrl.env.vec_env import VecEnv
+
+if TYPE_CHECKING:
+    from entityrl.recording import RecordingVecEnv
 
 USAGE_ERROR = 2
 """Exit code of a command given arguments it cannot use (argparse's own code for them)."""
@@ -18,3 +24,33 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
     return value
+
+
+def add_record_argument(parser: argparse.ArgumentParser, who: str) -> None:
+    """``--record FILE``: keep the complete episodes played as a recording."""
+    parser.add_argument(
+        "--record",
+        metavar="FILE",
+        help=f"record every complete episode {who} plays into FILE (an entityrl recording, "
+        "see docs/recording.md; needs pip install 'entityrl[recording]'); an existing FILE is "
+        "replaced",
+    )
+
+
+def recording_env(
+    env: VecEnv, path: str, env_id: str, env_kwargs: dict[str, Any]
+) -> RecordingVecEnv:
+    """``env``, recording its complete episodes into ``path``; ValueError (one line, ``env``
+    closed) when recordings cannot be written here."""
+    try:
+        from entityrl.recording import RecordingVecEnv
+
+        return RecordingVecEnv(env, path, env_id=env_id, env_kwargs=env_kwargs)
+    except ImportError:
+        env.close()
+        raise ValueError(
+            "--record needs pyarrow, which is not installed: pip install 'entityrl[recording]'"
+        ) from None
+    except OSError as err:
+        env.close()
+        raise ValueError(f"--record: cannot write {path!r}: {err.strerror or err}") from None

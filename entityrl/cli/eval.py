@@ -8,7 +8,12 @@ import sys
 
 import numpy as np
 
-from entityrl.cli.arguments import USAGE_ERROR, positive_int
+from entityrl.cli.arguments import (
+    USAGE_ERROR,
+    add_record_argument,
+    positive_int,
+    recording_env,
+)
 from entityrl.training.agent import DEFAULT_MAX_EPISODE_STEPS, Evaluation
 
 
@@ -65,6 +70,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="give up on an episode that lasts longer than this "
         f"(default: {DEFAULT_MAX_EPISODE_STEPS:,})",
     )
+    add_record_argument(parser, "the agent")
     parser.set_defaults(func=run)
 
 
@@ -85,9 +91,15 @@ def run(args: argparse.Namespace) -> int:
             deterministic=args.deterministic,
             seed=args.seed,
         )
-        with make_eval_env(agent, min(args.num_envs, args.episodes), args.seed) as env:
+        env = make_eval_env(agent, min(args.num_envs, args.episodes), args.seed)
+        recording = None
+        if args.record is not None:
+            env = recording = recording_env(
+                env, args.record, agent.config.env.id, agent.config.env.kwargs
+            )
+        with env:
             result = evaluate(agent, env, args.episodes, args.max_steps)
-    except (CheckpointError, AgentError, DeviceError) as err:
+    except (CheckpointError, AgentError, DeviceError, ValueError) as err:
         print(f"entityrl eval: error: {err}", file=sys.stderr)
         return USAGE_ERROR
     mode = "most probable actions" if args.deterministic else "sampled actions"
@@ -96,6 +108,8 @@ def run(args: argparse.Namespace) -> int:
         f"{result.episodes} episodes, {mode}, seed {args.seed}"
     )
     print(format_table(result))
+    if recording is not None:
+        print(f"recorded {recording.writer.episodes} complete episodes into {args.record}")
     return 0
 
 

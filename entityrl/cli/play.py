@@ -13,7 +13,12 @@ import sys
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
-from entityrl.cli.arguments import USAGE_ERROR, positive_int
+from entityrl.cli.arguments import (
+    USAGE_ERROR,
+    add_record_argument,
+    positive_int,
+    recording_env,
+)
 from entityrl.env import RandomPolicy, VecEnv, VecObs
 from entityrl.envs import make_vec
 from entityrl.play import Controller, HumanPlayer, make_console, play
@@ -73,6 +78,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         metavar="SECONDS",
         help="pause after each step when an agent plays (default: 0.5)",
     )
+    add_record_argument(parser, "you (or the agent) play")
     parser.set_defaults(func=run)
 
 
@@ -83,6 +89,9 @@ def run(args: argparse.Namespace) -> int:
         if args.kwargs is None and agent is not None and agent.config.env.id == args.env:
             kwargs = dict(agent.config.env.kwargs)
         env = make_vec(args.env, 1, seed=args.seed, **kwargs)
+        recording = None
+        if args.record is not None:
+            env = recording = recording_env(env, args.record, args.env, kwargs)
     except (KeyError, TypeError, ValueError) as error:
         # KeyError's str() adds quotes around the message; print the message itself.
         print(f"entityrl play: error: {error.args[0]}", file=sys.stderr)
@@ -95,6 +104,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"entityrl play: error: {error}", file=sys.stderr)
             return USAGE_ERROR
         play(env, controller, console, steps=args.steps, delay=delay)
+    if recording is not None:
+        console.print(f"recorded {recording.writer.episodes} complete episodes into {args.record}")
     return 0
 
 

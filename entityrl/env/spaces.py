@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 
 @dataclass(frozen=True)
@@ -81,34 +80,3 @@ class SelectEntityActionSpace:
 
 ActionSpace = CategoricalActionSpace | GlobalCategoricalActionSpace | SelectEntityActionSpace
 ActionSpaces = Mapping[str, ActionSpace]
-
-
-def spaces_to_data(obs_space: ObsSpace, action_space: Mapping[str, ActionSpace]) -> dict[str, Any]:
-    """The spaces as plain data (JSON-ready), as checkpoints and exported models record them."""
-    return {
-        "entities": {name: list(e.features) for name, e in obs_space.entities.items()},
-        "global_features": list(obs_space.global_features),
-        "actions": {
-            name: {"kind": type(space).__name__, "choices": list(getattr(space, "choices", ()))}
-            for name, space in action_space.items()
-        },
-    }
-
-
-_ACTION_KINDS: dict[str, Callable[[list[str]], ActionSpace]] = {
-    "CategoricalActionSpace": CategoricalActionSpace,
-    "GlobalCategoricalActionSpace": GlobalCategoricalActionSpace,
-    "SelectEntityActionSpace": lambda _choices: SelectEntityActionSpace(),
-}
-
-
-def spaces_from_data(data: dict[str, Any]) -> tuple[ObsSpace, dict[str, ActionSpace]]:
-    """The spaces :func:`spaces_to_data` recorded."""
-    obs_space = ObsSpace(
-        {name: Entity(features) for name, features in data["entities"].items()},
-        data["global_features"],
-    )
-    actions = {
-        name: _ACTION_KINDS[spec["kind"]](spec["choices"]) for name, spec in data["actions"].items()
-    }
-    return obs_space, actions

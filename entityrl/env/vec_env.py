@@ -162,6 +162,11 @@ class SerialVecEnv(VecEnv):
         return self._last
 
     @property
+    def observations(self) -> list[Observation]:
+        """Each environment's latest observation, as it gave it (entity ids included)."""
+        return self._observations
+
+    @property
     def observation(self) -> VecObs:
         """The latest batch of observations (from reset, act or set_state)."""
         if self._last is None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 import entityrl
-from entityrl.env.spaces import spaces_to_data
+from entityrl.env.space_data import spaces_to_data
 from entityrl.export.one_observation import ExportError, OneObservationPolicy
 from entityrl.inference import signature
 from entityrl.nn.kernels.build import torch_path

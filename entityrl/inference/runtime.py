@@ -19,7 +19,8 @@ import numpy.typing as npt
 
 from entityrl.env.batching import Batcher
 from entityrl.env.observation import Action, Observation
-from entityrl.env.spaces import ActionSpace, GlobalCategoricalActionSpace, spaces_from_data
+from entityrl.env.space_data import spaces_from_data
+from entityrl.env.spaces import ActionSpace, GlobalCategoricalActionSpace
 from entityrl.env.validator import validate_observation
 from entityrl.env.vec_obs import VecCategoricalMask, VecObs, VecSelectEntityMask
 from entityrl.inference import signature

@@ -8,15 +8,15 @@ run's config, and :func:`evaluate` plays complete episodes with it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 import torch
 
+from entityrl.env.space_data import space_differences
 from entityrl.env.spaces import ActionSpace, ObsSpace
 from entityrl.env.vec_env import EnvFactory, SerialVecEnv, VecEnv
 from entityrl.env.vec_obs import VecObs
@@ -28,7 +28,6 @@ from entityrl.training.checkpoint import (
     load_checkpoint,
     resolve,
     spaces_from_data,
-    spaces_to_data,
 )
 from entityrl.training.config import ConfigError, TrainConfig, from_dict
 
@@ -163,53 +162,6 @@ def load_agent(
         deterministic=deterministic,
         seed=seed,
     )
-
-
-def space_differences(
-    agent: tuple[ObsSpace, Mapping[str, ActionSpace]],
-    env: tuple[ObsSpace, Mapping[str, ActionSpace]],
-) -> list[str]:
-    """How the environment's (observation space, action spaces) differ from the agent's."""
-    ours, theirs = spaces_to_data(*agent), spaces_to_data(*env)
-    differences = _keyed_differences("entity type", ours["entities"], theirs["entities"])
-    common = [name for name in ours["entities"] if name in theirs["entities"]]
-    if common != [name for name in theirs["entities"] if name in ours["entities"]]:
-        # Entity indices follow the type order, so actor indices would point elsewhere.
-        differences.append(
-            f"the environment has the entity types in the order {list(theirs['entities'])}, "
-            f"the agent expects {list(ours['entities'])}"
-        )
-    if ours["global_features"] != theirs["global_features"]:
-        differences.append(
-            f"the environment has global features {theirs['global_features']}, "
-            f"the agent expects {ours['global_features']}"
-        )
-    return differences + _keyed_differences("action", ours["actions"], theirs["actions"])
-
-
-def _keyed_differences(kind: str, ours: dict[str, Any], theirs: dict[str, Any]) -> list[str]:
-    """Entries only one side has, and entries whose descriptions differ."""
-    differences = [
-        f"{kind} {name!r} is missing from the environment" for name in ours if name not in theirs
-    ]
-    differences += [
-        f"{kind} {name!r} is unknown to the agent" for name in theirs if name not in ours
-    ]
-    differences += [
-        f"{kind} {name!r}: the environment has {_describe(theirs[name])}, "
-        f"the agent expects {_describe(spec)}"
-        for name, spec in ours.items()
-        if name in theirs and theirs[name] != spec
-    ]
-    return differences
-
-
-def _describe(spec: Any) -> str:
-    """An entity type's features (a list) or an action's kind and choices (a dict)."""
-    if isinstance(spec, dict):
-        choices = f" with choices {spec['choices']}" if spec["choices"] else ""
-        return f"a {spec['kind']}{choices}"
-    return f"features {spec}"
 
 
 # ---------------------------------------------------------------------------- environments

@@ -18,10 +18,9 @@ from typing import Any
 
 import torch
 
-# The spaces' plain-data form lives with the spaces (the torch-free runtime reads it too);
-# re-exported here, where checkpoints use it.
-from entityrl.env.spaces import spaces_from_data as spaces_from_data
-from entityrl.env.spaces import spaces_to_data as spaces_to_data
+# Re-exported: checkpoints record the spaces in this form.
+from entityrl.env.space_data import spaces_from_data as spaces_from_data
+from entityrl.env.space_data import spaces_to_data as spaces_to_data
 
 FORMAT = "entityrl-checkpoint"
 VERSION = 1
@@ -118,7 +117,6 @@ def load_env_state(directory: Path) -> bytes | None:
     return path.read_bytes() if path.exists() else None
 
 
-# ---------------------------------------------------------------------------- spaces as data
 def config_differences(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list[str]:
     """Dotted keys whose values differ between two nested config dicts."""
     keys = sorted(set(a) | set(b))

@@ -24,6 +24,7 @@ from typing import Any
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from entityrl.algo.bc import BCConfig
 from entityrl.algo.ppo import OptimConfig, PPOConfig, require_positive
 from entityrl.nn.device import check_device_setting
 from entityrl.nn.rogue_net import RogueNetConfig
@@ -85,6 +86,9 @@ class LogConfig:
         require_positive("log", checkpoint_interval=self.checkpoint_interval)
 
 
+ALGORITHMS = ("ppo", "bc")
+
+
 @dataclass
 class TrainConfig:
     """Everything that defines a training run."""
@@ -114,9 +118,18 @@ class TrainConfig:
     a checkpoint) before it stops with an error: a peer that died or hangs never blocks it."""
     target_return: float | None = None
     """The mean episode return this configuration is known to reach within total_timesteps."""
+    algo: str = "ppo"
+    """The algorithm: ppo (reinforcement learning in the environment) or bc (behaviour cloning
+    from the recordings in bc.demos; `entityrl bc`)."""
+    bc: BCConfig = field(default_factory=BCConfig)
+    init_from: str | None = None
+    """Start from the weights (and input normalization) of this run directory or checkpoint,
+    e.g. a behaviour-cloning run; its network config and spaces must match."""
 
     def __post_init__(self) -> None:
         require_positive("", total_timesteps=self.total_timesteps)
+        if self.algo not in ALGORITHMS:
+            raise ConfigError(f"algo must be one of {', '.join(ALGORITHMS)}; got {self.algo!r}")
         check_device_setting(self.device)
         if self.torch_threads < 0:
             raise ConfigError(f"torch_threads must be >= 0, got {self.torch_threads}")

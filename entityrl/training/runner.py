@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from entityrl.algo.optimizer import Adam, FlatOptimizer
+from entityrl.algo.optimizer import adam
 from entityrl.algo.ppo import ppo_update
 from entityrl.algo.reduce import Reducer
 from entityrl.env.environment import Environment
@@ -34,6 +34,7 @@ from entityrl.nn.device import resolve_device
 from entityrl.nn.rogue_net import RogueNet
 from entityrl.training import checkpoint as ckpt
 from entityrl.training.config import TrainConfig, load_config, to_dict, to_yaml
+from entityrl.training.init_from import load_initial_weights
 from entityrl.training.progress import ProgressReporter
 from entityrl.training.run_log import RunLog
 from entityrl.training.sampler import make_sampler
@@ -168,15 +169,7 @@ class Trainer:
         # Each rank samples its own actions, from a generator of its own (on the device).
         self.generator = torch.Generator(self.device)
         self.generator.manual_seed(int(self.rng.integers(2**63)))
-        self.optimizer = FlatOptimizer(
-            self.net,
-            lambda params: Adam(
-                params,
-                lr=config.optim.lr,
-                eps=config.optim.eps,
-                weight_decay=config.optim.weight_decay,
-            ),
-        )
+        self.optimizer = adam(self.net, config.optim)
         self.sampler = make_sampler(
             self.env, self.net, config.rollout.steps, self.rng, self.generator
         )
@@ -185,6 +178,9 @@ class Trainer:
         self.recent_returns: collections.deque[float] = collections.deque(maxlen=100)
         if saved is not None:
             self._restore(saved)
+        elif config.init_from:
+            # Weights and input normalization of an earlier run (e.g. behaviour cloning).
+            load_initial_weights(self.net, config.init_from)
         else:
             self.net.update_normalizers(self.sampler.obs, self.combine)
         self.log: RunLog | None = None
@@ -427,6 +423,10 @@ def train(
         config.env.id = _env_name(env)
     elif isinstance(env, str):
         config.env.id = env
+    if config.algo == "bc":
+        from entityrl.training.imitation import train_bc
+
+        return train_bc(config, env)
     from entityrl.training import distributed
 
     if distributed.launched():

@@ -1,0 +1,137 @@
+"""Scripted experts: policies that play built-in environments (near-)optimally.
+
+Each acts on a whole :class:`~entityrl.env.VecObs` batch, like a trained agent, and so can be
+recorded as demonstrations (``entityrl.recording.record``), evaluated
+(``entityrl.training.evaluate``) or compared with a learned policy. They read only what the
+policy sees (the observation), never the environment's hidden state.
+
+====================  =========================================================  ==========
+environment           expert                                                     its return
+====================  =========================================================  ==========
+CherryPick            the best remaining cherry                                  1.0
+PickMatchingBalls     a ball of the most common color, until none is left        1.0
+TreasureHunt          a shortest path (avoiding traps) to the nearest treasure   5.0
+====================  =========================================================  ==========
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+import numpy.typing as npt
+
+from entityrl.env.vec_obs import VecCategoricalMask, VecObs, VecSelectEntityMask
+from entityrl.envs.pick_matching_balls import NUM_COLORS
+from entityrl.envs.treasure_hunt import BOUND, MOVES
+from entityrl.ragged import RaggedArray
+
+Cell = tuple[int, int]
+
+
+class CherryPickExpert:
+    """CherryPick: each pick takes the best cherry left in the bowl."""
+
+    def act(self, obs: VecObs) -> dict[str, RaggedArray]:
+        quality = obs.features["Cherry"].data[:, 0].astype(np.float64)
+        return {"Pick Cherry": _best_of_type(obs, "Pick Cherry", "Cherry", quality)}
+
+
+class PickMatchingBallsExpert:
+    """PickMatchingBalls: commit to the most common color of the bowl (its balls all match,
+    so picking every one of them earns the full return) and pick its balls one by one; once
+    none is left, any pick ends the episode at the full return."""
+
+    def act(self, obs: VecObs) -> dict[str, RaggedArray]:
+        balls = obs.features["Ball"]
+        colors = ball_colors(balls.data)
+        scores = np.zeros(balls.items)
+        for row in range(balls.size0):
+            span = slice(balls.offsets[row], balls.offsets[row + 1])
+            if balls.lengths[row]:
+                counts = np.bincount(colors[span], minlength=NUM_COLORS)
+                scores[span] = colors[span] == counts.argmax()
+        return {"Pick Ball": _best_of_type(obs, "Pick Ball", "Ball", scores)}
+
+
+def ball_colors(features: npt.NDArray[np.float32]) -> npt.NDArray[np.int64]:
+    """Each ball's color from its features: one-hot (the colors sum to 1) or the color index
+    repeated in all color features."""
+    color_features = features[:, :NUM_COLORS]
+    one_hot = color_features.sum(axis=1) == 1
+    return np.where(one_hot, color_features.argmax(axis=1), color_features[:, 0]).astype(np.int64)
+
+
+def _best_of_type(obs: VecObs, action: str, entity_type: str, scores: npt.NDArray) -> RaggedArray:
+    """Each actor of a select-entity ``action`` picks the legal candidate of ``entity_type``
+    with the highest score (``scores``: one per entity of that type, flattened)."""
+    mask = obs.action_masks[action]
+    assert isinstance(mask, VecSelectEntityMask)
+    # Entity indices within a row count the types before this one first.
+    before = np.zeros(obs.num_rows, dtype=np.int64)
+    for name, features in obs.features.items():
+        if name == entity_type:
+            break
+        before += features.lengths
+    own = obs.features[entity_type]
+    chosen: list[int] = []
+    legal = None if mask.mask is None else mask.mask.data[:, 0]
+    pair = 0
+    for row in range(obs.num_rows):
+        candidates = mask.actees[row][:, 0] - before[row]
+        inside = (candidates >= 0) & (candidates < own.lengths[row])
+        values = np.full(candidates.shape[0], -np.inf)
+        values[inside] = scores[own.offsets[row] + candidates[inside]]
+        for _ in range(mask.actors.lengths[row]):
+            allowed = values.copy()
+            if legal is not None:
+                allowed[~legal[pair : pair + candidates.size]] = -np.inf
+            pair += candidates.size
+            chosen.append(int(np.argmax(allowed)))
+    return RaggedArray(np.array(chosen, dtype=np.int64).reshape(-1, 1), mask.actors.lengths)
+
+
+class TreasureHuntExpert:
+    """TreasureHunt: one step along a shortest path to the nearest reachable treasure,
+    never onto a trap (breadth-first search over the board)."""
+
+    def act(self, obs: VecObs) -> dict[str, RaggedArray]:
+        mask = obs.action_masks["move"]
+        assert isinstance(mask, VecCategoricalMask)
+        traps, treasure = obs.features["Trap"], obs.features["Treasure"]
+        moves = np.zeros(mask.actors.items, dtype=np.int64)
+        positions = obs.global_features.round().astype(np.int64)
+        for row in np.flatnonzero(mask.actors.lengths):
+            start = (int(positions[row, 0]), int(positions[row, 1]))
+            goals = {_cell(p) for p in treasure[row]}
+            walls = {_cell(p) for p in traps[row]}
+            moves[mask.actors.offsets[row]] = self.first_move(start, goals, walls)
+        return {"move": RaggedArray(moves.reshape(-1, 1), mask.actors.lengths)}
+
+    def first_move(self, start: Cell, goals: set[Cell], walls: set[Cell]) -> int:
+        """The move (index into MOVES) that starts a shortest safe path to the nearest goal."""
+        first: dict[Cell, int] = {start: -1}
+        frontier = deque([start])
+        while frontier:
+            cell = frontier.popleft()
+            if cell in goals:
+                return max(first[cell], 0)
+            for move, (dx, dy) in enumerate(MOVES.values()):
+                step = (cell[0] + dx, cell[1] + dy)
+                inside = abs(step[0]) <= BOUND and abs(step[1]) <= BOUND
+                if inside and step not in walls and step not in first:
+                    first[step] = move if cell == start else first[cell]
+                    frontier.append(step)
+        return 0  # no treasure reachable: any move is as good
+
+
+def _cell(position: npt.NDArray[np.float32]) -> Cell:
+    return round(float(position[0])), round(float(position[1]))
+
+
+EXPERTS = {
+    "CherryPick": CherryPickExpert,
+    "PickMatchingBalls": PickMatchingBallsExpert,
+    "TreasureHunt": TreasureHuntExpert,
+}
+"""The scripted expert of each environment that has one, by registered name."""

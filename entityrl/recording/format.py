@@ -1,0 +1,243 @@
+"""The recording format: an Arrow schema per pair of spaces, and rows <-> Arrow columns.
+
+One row of a recording is one step of one environment: the observation the policy saw, the
+actions it sent back, and the reward and end flag that followed. Columns (``T`` an entity type,
+``A`` an action, ``F``/``G``/``C`` the numbers of features, global features and choices):
+
+===========================  =====================================  ==============================
+column                       Arrow type                             meaning
+===========================  =====================================  ==============================
+``features/T``               list<fixed_size_list<float32, F>>      the entities of type ``T``
+``ids/T``                    list<string>, null if unknown          ``str()`` of each entity's id
+``visible/T``                list<bool>                             shown to the policy
+``global_features``          fixed_size_list<float32, G>
+``actors/A``                 list<int64>                            actors' entity indices in the
+                                                                    row (a global action's actor:
+                                                                    the number of entities)
+``actees/A`` (select only)   list<int64>                            candidates' entity indices
+``mask/A``                   categorical: list<fixed_size_list      legal choices per actor;
+                             <bool, C>>; select: list<bool>         select: actor-major
+                                                                    (actors x actees)
+``action/A``                 list<int64>                            per actor, as the VecEnv took
+                                                                    it: the choice, or the
+                                                                    position among the actees
+``reward``                   float32                                after the step
+``done``                     bool                                   the step ended the episode
+===========================  =====================================  ==============================
+
+Entities are indexed in the observation space's type order, as in :class:`~entityrl.env.VecObs`.
+The schema's metadata holds the format name and version, the spaces (JSON, see
+:func:`~entityrl.env.space_data.spaces_to_data`) and the environment's name and arguments.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from entityrl.env.space_data import spaces_from_data, spaces_to_data
+from entityrl.env.spaces import ActionSpace, ObsSpace, SelectEntityActionSpace
+from entityrl.env.vec_obs import VecActionMask, VecCategoricalMask, VecObs, VecSelectEntityMask
+from entityrl.ragged import RaggedArray
+
+FORMAT = "entityrl-episodes"
+VERSION = 1
+_META_FORMAT, _META_VERSION = b"entityrl.format", b"entityrl.version"
+_META_SPACES, _META_ENV = b"entityrl.spaces", b"entityrl.env"
+
+
+class RecordingError(ValueError):
+    """A recording is unreadable, or does not fit what it is used with."""
+
+
+@dataclass(frozen=True)
+class Header:
+    """What a recording declares before its first episode."""
+
+    obs_space: ObsSpace
+    action_space: dict[str, ActionSpace]
+    env_id: str | None = None
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    version: int = VERSION
+
+
+def make_schema(header: Header) -> pa.Schema:
+    """The Arrow schema of recordings of these spaces, the header in its metadata."""
+    fields: list[pa.Field] = []
+    for name, entity in header.obs_space.entities.items():
+        fields += [
+            pa.field(f"features/{name}", pa.list_(pa.list_(pa.float32(), len(entity.features)))),
+            pa.field(f"ids/{name}", pa.list_(pa.string())),
+            pa.field(f"visible/{name}", pa.list_(pa.bool_())),
+        ]
+    globals_ = len(header.obs_space.global_features)
+    fields.append(pa.field("global_features", pa.list_(pa.float32(), globals_)))
+    for name, space in header.action_space.items():
+        fields.append(pa.field(f"actors/{name}", pa.list_(pa.int64())))
+        if isinstance(space, SelectEntityActionSpace):
+            fields.append(pa.field(f"actees/{name}", pa.list_(pa.int64())))
+            fields.append(pa.field(f"mask/{name}", pa.list_(pa.bool_())))
+        else:
+            choices = len(space)
+            fields.append(pa.field(f"mask/{name}", pa.list_(pa.list_(pa.bool_(), choices))))
+        fields.append(pa.field(f"action/{name}", pa.list_(pa.int64())))
+    fields += [pa.field("reward", pa.float32()), pa.field("done", pa.bool_())]
+    metadata = {
+        _META_FORMAT: FORMAT,
+        _META_VERSION: str(header.version),
+        _META_SPACES: json.dumps(spaces_to_data(header.obs_space, header.action_space)),
+        _META_ENV: json.dumps({"id": header.env_id, "kwargs": header.env_kwargs}),
+    }
+    return pa.schema(fields, metadata=metadata)
+
+
+def read_header(schema: pa.Schema, source: str) -> Header:
+    """The header of a recording's schema; :class:`RecordingError` naming ``source`` if the
+    schema is not an entityrl recording this version reads."""
+    meta = schema.metadata or {}
+    if meta.get(_META_FORMAT) != FORMAT.encode():
+        raise RecordingError(f"{source} is an Arrow stream but not an entityrl recording")
+    version = int(meta.get(_META_VERSION, b"0"))
+    if version != VERSION:
+        raise RecordingError(
+            f"{source} has recording format version {version}; this entityrl reads {VERSION}"
+        )
+    try:
+        obs_space, action_space = spaces_from_data(json.loads(meta[_META_SPACES]))
+        env = json.loads(meta[_META_ENV])
+    except (KeyError, TypeError, ValueError) as err:
+        raise RecordingError(f"{source}: its header is malformed ({err!r})") from None
+    header = Header(obs_space, action_space, env["id"], env["kwargs"], version)
+    if not schema.equals(make_schema(header), check_metadata=False):
+        raise RecordingError(f"{source}: its columns do not match the spaces in its header")
+    return header
+
+
+# ---------------------------------------------------------------------------- rows -> Arrow
+def to_record_batch(
+    schema: pa.Schema,
+    header: Header,
+    obs: VecObs,
+    actions: Mapping[str, RaggedArray],
+    reward: npt.NDArray[np.float32],
+    done: npt.NDArray[np.bool_],
+    ids: Mapping[str, Sequence[Sequence[Any]] | None] | None = None,
+) -> pa.RecordBatch:
+    """Every row of ``obs`` with the ``actions`` taken in it and the ``reward``/``done`` that
+    followed. ``ids`` (optional) gives per entity type each row's entity ids."""
+    rows = obs.num_rows
+    columns: list[pa.Array] = []
+    for name in header.obs_space.entities:
+        features = obs.features[name]
+        columns.append(_list_of_rows(features))
+        columns.append(_ids((ids or {}).get(name), rows))
+        shown = obs.visible.get(name)
+        columns.append(_list_of_items(shown if shown is not None else _all_true(features.lengths)))
+    columns.append(_fixed_rows(obs.global_features.astype(np.float32, copy=False)))
+    for name, space in header.action_space.items():
+        mask = obs.action_masks[name]
+        columns.append(_list_of_items(mask.actors))
+        if isinstance(space, SelectEntityActionSpace):
+            assert isinstance(mask, VecSelectEntityMask)
+            columns.append(_list_of_items(mask.actees))
+            legal = mask.mask
+            if legal is None:
+                legal = _all_true(mask.actors.lengths * mask.actees.lengths)
+            columns.append(_list_of_items(legal))
+        else:
+            legal = mask.mask
+            if legal is None:
+                legal = _all_true(mask.actors.lengths, len(space))
+            columns.append(_list_of_rows(legal))
+        columns.append(_list_of_items(actions[name]))
+    columns += [pa.array(reward, pa.float32()), pa.array(done, pa.bool_())]
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def _all_true(lengths: npt.NDArray[np.int64], width: int = 1) -> RaggedArray:
+    return RaggedArray(np.ones((int(lengths.sum()), width), dtype=np.bool_), lengths)
+
+
+def _offsets(ragged: RaggedArray) -> pa.Array:
+    return pa.array(ragged.offsets.astype(np.int32, copy=False))
+
+
+def _list_of_items(ragged: RaggedArray) -> pa.Array:
+    """A one-feature ragged array as list<scalar> per row."""
+    return pa.ListArray.from_arrays(_offsets(ragged), pa.array(ragged.data[:, 0]))
+
+
+def _list_of_rows(ragged: RaggedArray) -> pa.Array:
+    """A ragged array as list<fixed_size_list> per row (its items' features)."""
+    return pa.ListArray.from_arrays(_offsets(ragged), _fixed_rows(ragged.data))
+
+
+def _fixed_rows(data: npt.NDArray[Any]) -> pa.Array:
+    """A 2-D array as fixed_size_list rows (built from buffers: zero-width rows too)."""
+    width = data.shape[1]
+    values = pa.array(np.ascontiguousarray(data).reshape(-1))
+    kind = pa.list_(values.type, width)
+    return pa.Array.from_buffers(kind, data.shape[0], [None], children=[values])
+
+
+def _ids(ids: Sequence[Sequence[Any]] | None, rows: int) -> pa.Array:
+    if ids is None:
+        return pa.nulls(rows, pa.list_(pa.string()))
+    return pa.array([[str(i) for i in row] for row in ids], pa.list_(pa.string()))
+
+
+# ---------------------------------------------------------------------------- Arrow -> rows
+def to_vec_obs(header: Header, batch: pa.RecordBatch) -> tuple[VecObs, dict[str, RaggedArray]]:
+    """The rows of a record batch as a :class:`VecObs` (masks that allow everything and
+    visibility that hides nothing are left out) and the actions taken in them."""
+    features, visible = {}, {}
+    for name, entity in header.obs_space.entities.items():
+        features[name] = _ragged(batch.column(f"features/{name}"), len(entity.features))
+        shown = _ragged(batch.column(f"visible/{name}"))
+        if not shown.data.all():
+            visible[name] = shown
+    global_features = _numpy(batch.column("global_features").flatten()).reshape(
+        batch.num_rows, len(header.obs_space.global_features)
+    )
+    masks: dict[str, VecActionMask] = {}
+    actions: dict[str, RaggedArray] = {}
+    for name, space in header.action_space.items():
+        actors = _ragged(batch.column(f"actors/{name}"))
+        if isinstance(space, SelectEntityActionSpace):
+            legal = _ragged(batch.column(f"mask/{name}"))
+            actees = _ragged(batch.column(f"actees/{name}"))
+            masks[name] = VecSelectEntityMask(actors, actees, None if legal.data.all() else legal)
+        else:
+            legal = _ragged(batch.column(f"mask/{name}"), len(space))
+            masks[name] = VecCategoricalMask(actors, None if legal.data.all() else legal)
+        actions[name] = _ragged(batch.column(f"action/{name}"))
+    obs = VecObs(
+        features=features,
+        global_features=global_features.astype(np.float32, copy=False),
+        action_masks=masks,
+        reward=_numpy(batch.column("reward")),
+        done=_numpy(batch.column("done")),
+        visible=visible,
+    )
+    return obs, actions
+
+
+def _ragged(column: pa.Array, width: int | None = None) -> RaggedArray:
+    """A list column as a ragged array: list<scalar> with one feature per item, or
+    list<fixed_size_list> with ``width`` features."""
+    lengths = np.diff(_numpy(column.offsets)).astype(np.int64)
+    items = column.flatten()
+    if width is not None:
+        items = items.flatten()
+    data = _numpy(items).reshape(int(lengths.sum()), 1 if width is None else width)
+    return RaggedArray(np.ascontiguousarray(data), lengths)
+
+
+def _numpy(array: pa.Array) -> npt.NDArray[Any]:
+    return array.to_numpy(zero_copy_only=False, writable=True)  # torch wants writable arrays
