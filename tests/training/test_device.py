@@ -37,7 +37,9 @@ def test_unknown_settings_are_refused(setting: str) -> None:
 
 
 def test_cuda_without_cuda_names_what_torch_found(no_cuda: None) -> None:
-    with pytest.raises(DeviceError, match=r"device=cuda:1, but torch finds no CUDA device \(torch "):
+    with pytest.raises(
+        DeviceError, match=r"device=cuda:1, but torch finds no CUDA device \(torch "
+    ):
         resolve_device("cuda:1")
 
 
