@@ -13,7 +13,7 @@ import os
 import sys
 
 # Command modules, in the order ``entityrl --help`` lists them.
-COMMANDS = ["train", "bc", "eval", "play", "plot", "survival", "export"]
+COMMANDS = ["train", "bc", "eval", "play", "plot", "survival", "export", "tune"]
 
 
 def build_parser() -> argparse.ArgumentParser:

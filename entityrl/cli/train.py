@@ -12,6 +12,7 @@ from entityrl.cli.arguments import USAGE_ERROR
 from entityrl.nn.device import DeviceError
 from entityrl.training.checkpoint import CheckpointError
 from entityrl.training.config import ConfigError, TrainConfig, describe, load_config, to_yaml
+from entityrl.training.periodic_eval import BEST_FILE
 
 if TYPE_CHECKING:
     from entityrl.training.runner import TrainResult
@@ -73,6 +74,8 @@ def run(args: argparse.Namespace) -> int:
     if not is_rank_zero():
         return 0
     state = "interrupted" if result.interrupted else "finished"
+    if result.stop_reason:
+        state = f"stopped early ({result.stop_reason})"
     shown = "n/a" if result.mean_return is None else f"{result.mean_return:.3f}"
     print(
         f"{state} after {result.steps:,} steps in {result.seconds:.0f}s; "
@@ -86,9 +89,12 @@ def next_commands(config: TrainConfig, result: TrainResult) -> str:
     """Commands that evaluate, watch and continue the run, each ready to paste into a shell
     started in the current directory."""
     run = shlex.quote(str(result.run_dir))
-    more = "" if result.interrupted else f" total_timesteps={2 * config.total_timesteps}"
+    ended = result.interrupted or result.stop_reason
+    more = "" if ended else f" total_timesteps={2 * config.total_timesteps}"
+    best = result.run_dir / BEST_FILE
     return (
-        f"  evaluate: entityrl eval {run}\n"
+        (f"  best:     entityrl eval {shlex.quote(str(best))}\n" if best.exists() else "")
+        + f"  evaluate: entityrl eval {run}\n"
         f"  watch:    entityrl play {shlex.quote(config.env.id)} --agent {run}\n"
         f"  continue: entityrl train --resume {run}{more}"
     )

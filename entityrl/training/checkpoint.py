@@ -58,9 +58,12 @@ def atomic_write(path: Path, write: Callable[[Any], None], mode: str = "wb") -> 
         raise
 
 
-def save_checkpoint(directory: Path, state: dict[str, Any], env_state: bytes | None) -> Path:
-    """Write ``checkpoint.pt`` (and ``env_state.pkl`` when given) into ``directory``."""
-    path = directory / CHECKPOINT_FILE
+def save_checkpoint(
+    directory: Path, state: dict[str, Any], env_state: bytes | None, name: str = CHECKPOINT_FILE
+) -> Path:
+    """Write ``name`` (default ``checkpoint.pt``; and ``env_state.pkl`` when given) into
+    ``directory``."""
+    path = directory / name
     if env_state is not None:
         atomic_write(directory / ENV_STATE_FILE, lambda f: f.write(env_state))
     atomic_write(path, lambda f: torch.save({"format": FORMAT, "version": VERSION, **state}, f))

@@ -86,6 +86,28 @@ class LogConfig:
         require_positive("log", checkpoint_interval=self.checkpoint_interval)
 
 
+@dataclass
+class EvalConfig:
+    """Evaluation during training, on environments of its own (seeded apart from training's)."""
+
+    interval: int = 0
+    """Environment steps between evaluations (0: none). Each logs eval/* metrics and keeps the
+    best agent so far in best.pt of the run directory."""
+    episodes: int = 32
+    """Episodes per evaluation."""
+    num_envs: int = 8
+    """Environments the evaluation plays at once."""
+    deterministic: bool = False
+    """Evaluate the most probable action of every actor instead of sampled ones."""
+    stop_at_target: bool = False
+    """End the run once an evaluation's mean return reaches target_return."""
+
+    def __post_init__(self) -> None:
+        if self.interval < 0:
+            raise ConfigError(f"eval.interval must be >= 0 (0: no evaluation), got {self.interval}")
+        require_positive("eval", episodes=self.episodes, num_envs=self.num_envs)
+
+
 ALGORITHMS = ("ppo", "bc")
 
 
@@ -99,6 +121,7 @@ class TrainConfig:
     ppo: PPOConfig = field(default_factory=PPOConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     log: LogConfig = field(default_factory=LogConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
     total_timesteps: int = 200_000
     """Environment steps to train for."""
     seed: int = 1
@@ -137,6 +160,11 @@ class TrainConfig:
         if not self.distributed_timeout > 0:
             raise ConfigError(
                 f"distributed_timeout must be > 0 seconds, got {self.distributed_timeout}"
+            )
+        if self.eval.stop_at_target and (self.target_return is None or not self.eval.interval):
+            raise ConfigError(
+                "eval.stop_at_target needs target_return and eval.interval > 0; got "
+                f"target_return={self.target_return}, eval.interval={self.eval.interval}"
             )
         for key, value in (
             ("rollout.num_envs", self.rollout.num_envs),

@@ -24,7 +24,7 @@ import multiprocessing as mp
 import os
 import re
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -37,6 +37,7 @@ from entityrl.algo.reduce import Reducer
 from entityrl.nn.device import resolve_device
 
 if TYPE_CHECKING:
+    from entityrl.training.callbacks import Callback
     from entityrl.training.config import TrainConfig
     from entityrl.training.runner import EnvSource, TrainResult
 
@@ -129,6 +130,7 @@ def _train_rank(
     config: TrainConfig,
     env: EnvSource | None,
     resume: str | Path | None,
+    callbacks: Sequence[Callback] = (),
 ) -> TrainResult:
     from entityrl.training.runner import Trainer
 
@@ -151,18 +153,23 @@ def _train_rank(
         ) from err
     try:
         reducer = ProcessGroupReducer(device, config.distributed_timeout)
-        return Trainer(config, env, resume, reducer=reducer).run()
+        return Trainer(config, env, resume, reducer=reducer, callbacks=callbacks).run()
     finally:
         dist.destroy_process_group()
 
 
 def join_launcher(
-    config: TrainConfig, env: EnvSource | None = None, resume: str | Path | None = None
+    config: TrainConfig,
+    env: EnvSource | None = None,
+    resume: str | Path | None = None,
+    callbacks: Sequence[Callback] = (),
 ) -> TrainResult:
-    """Train as the rank a launcher (torchrun) started; every rank returns its own result."""
-    world_size = int(os.environ["WORLD_SIZE"])
+    """Train as the rank a launcher (torchrun) started; every rank returns its own result.
+    ``callbacks`` run in rank 0."""
+    world_size, rank = int(os.environ["WORLD_SIZE"]), int(os.environ["RANK"])
     config = rank_config(config, world_size, int(os.environ.get("LOCAL_RANK", "0")))
-    return _train_rank(int(os.environ["RANK"]), world_size, "env://", config, env, resume)
+    ours = callbacks if rank == 0 else ()
+    return _train_rank(rank, world_size, "env://", config, env, resume, ours)
 
 
 def _spawned_rank(*args: Any) -> None:
@@ -180,9 +187,13 @@ def _free_port() -> int:
 
 
 def launch(
-    config: TrainConfig, env: EnvSource | None = None, resume: str | Path | None = None
+    config: TrainConfig,
+    env: EnvSource | None = None,
+    resume: str | Path | None = None,
+    callbacks: Sequence[Callback] = (),
 ) -> TrainResult:
-    """Train with ``config.world_size`` processes on this machine; returns rank 0's result."""
+    """Train with ``config.world_size`` processes on this machine; returns rank 0's result.
+    ``callbacks`` run in this process (rank 0)."""
     world_size = config.world_size
     init_method = f"tcp://127.0.0.1:{_free_port()}"
     configs = [rank_config(config, world_size, rank) for rank in range(world_size)]
@@ -202,7 +213,7 @@ def launch(
     # be stuck (the rank that hangs), so they get a short grace only.
     grace = 5.0
     try:
-        result = _train_rank(0, world_size, init_method, configs[0], env, resume)
+        result = _train_rank(0, world_size, init_method, configs[0], env, resume, callbacks)
         grace = 60.0
     finally:
         for process in others:

@@ -27,14 +27,17 @@ import torch
 from entityrl.algo.optimizer import adam
 from entityrl.algo.ppo import ppo_update
 from entityrl.algo.reduce import Reducer
+from entityrl.algo.reward_scale import RewardScaler
 from entityrl.env.environment import Environment
 from entityrl.env.process_vec_env import ProcessVecEnv
 from entityrl.env.vec_env import EnvFactory, SerialVecEnv, VecEnv
 from entityrl.nn.device import resolve_device
 from entityrl.nn.rogue_net import RogueNet
 from entityrl.training import checkpoint as ckpt
+from entityrl.training.callbacks import Callback
 from entityrl.training.config import TrainConfig, load_config, to_dict, to_yaml
 from entityrl.training.init_from import load_initial_weights
+from entityrl.training.periodic_eval import BEST_FILE, PeriodicEvaluator
 from entityrl.training.progress import ProgressReporter
 from entityrl.training.run_log import RunLog
 from entityrl.training.sampler import make_sampler
@@ -53,6 +56,10 @@ class TrainResult:
     """Mean return of the last (up to) 100 episodes."""
     seconds: float
     interrupted: bool
+    """Stopped by Ctrl-C."""
+    stop_reason: str | None = None
+    """Why the run ended before total_timesteps, when a callback or eval.stop_at_target
+    ended it."""
 
 
 def make_env(
@@ -140,9 +147,12 @@ class Trainer:
         resume: str | Path | None = None,
         on_iteration: Callable[[dict[str, float]], None] | None = None,
         reducer: Reducer | None = None,
+        callbacks: Sequence[Callback] = (),
     ) -> None:
         self.config = config
         self.on_iteration = on_iteration
+        self.callbacks = list(callbacks)
+        self.stop_reason: str | None = None
         # With several processes (see entityrl.training.distributed) each steps its share of
         # the environments; the reducer combines what they compute. Rank 0 logs and saves.
         self.reducer = reducer or Reducer()
@@ -176,6 +186,10 @@ class Trainer:
         self.step = 0
         self.iteration = 0
         self.recent_returns: collections.deque[float] = collections.deque(maxlen=100)
+        self.reward_scaler: RewardScaler | None = None
+        if config.ppo.norm_reward:
+            scaler = self.reward_scaler = RewardScaler(per_rank, config.ppo.gamma)
+            self.sampler.transform_rewards = lambda r, d: scaler(r, d, self.combine)
         if saved is not None:
             self._restore(saved)
         elif config.init_from:
@@ -184,6 +198,12 @@ class Trainer:
         else:
             self.net.update_normalizers(self.sampler.obs, self.combine)
         self.log: RunLog | None = None
+        # Evaluation runs in rank 0; every rank knows when, to take part in saving best.pt.
+        self.evaluator: PeriodicEvaluator | None = None
+        if config.eval.interval:
+            self.next_eval = (self.step // config.eval.interval + 1) * config.eval.interval
+            if self.rank == 0:
+                self.evaluator = PeriodicEvaluator(config, env)
         if self.rank == 0:
             self.log = RunLog(
                 self.run_dir,
@@ -212,6 +232,11 @@ class Trainer:
             ),
             "spaces": ckpt.spaces_to_data(self.env.obs_space, self.env.action_space),
             "recent_returns": list(self.recent_returns),
+            **(
+                {"reward_scale": self.reducer.gather(self.reward_scaler.state_dict())}
+                if self.reward_scaler is not None
+                else {}
+            ),
         }
 
     def save(self) -> Path:
@@ -239,6 +264,8 @@ class Trainer:
             self.generator.set_state(rng["sampling"])
         self.rng.bit_generator.state = rng["numpy"]
         self.recent_returns.extend(saved.get("recent_returns", []))
+        if self.reward_scaler is not None:
+            self.reward_scaler.load_state_dict(saved["reward_scale"][self.rank])
         env_states = ckpt.load_env_state(self.run_dir)
         if env_states is not None:
             self.sampler.obs = self.env.set_state(pickle.loads(env_states)[self.rank])
@@ -329,12 +356,19 @@ class Trainer:
                     progress.update(self.step, metrics["perf/sps"], self.mean_return)
                     if self.on_iteration is not None:
                         self.on_iteration(metrics)
+                    for callback in self.callbacks:
+                        callback.on_iteration(self, metrics)
+                    if cfg.eval.interval and self.step >= self.next_eval:
+                        self.evaluate()
                     if self.step >= next_checkpoint:
                         self.save()
                         next_checkpoint += cfg.log.checkpoint_interval
-                    # Every process stops after the same iteration, whichever saw the Ctrl-C.
-                    if self.reducer.sum([stop.requested])[0] > 0:
+                    # Every process stops after the same iteration, whichever saw the Ctrl-C
+                    # or was asked to stop.
+                    ctrl_c, asked = self.reducer.sum([stop.requested, self.stop_reason is not None])
+                    if ctrl_c > 0:
                         interrupted = True
+                    if ctrl_c > 0 or asked > 0:
                         break
             path = self.save()
             self._check_in_sync()
@@ -346,10 +380,40 @@ class Trainer:
             gc.collect()
             if self.log is not None:
                 self.log.close()
+            if self.evaluator is not None:
+                self.evaluator.close()
             self.env.close()
-        return TrainResult(
-            self.run_dir, path, self.step, self.mean_return, time.time() - started, interrupted
-        )
+        return TrainResult(self.run_dir, path, self.step, self.mean_return,
+                           time.time() - started, interrupted, self.stop_reason)  # fmt: skip
+
+    def request_stop(self, reason: str) -> None:
+        """End the run after the current iteration (from a callback, say); the final
+        checkpoint is written and the result's ``stop_reason`` is ``reason``."""
+        self.stop_reason = reason
+
+    def evaluate(self) -> None:
+        """The periodic evaluation: rank 0 plays, logs eval/* and says whether it is the best
+        so far; then every rank takes part in writing best.pt."""
+        while self.next_eval <= self.step:
+            self.next_eval += self.config.eval.interval
+        improved = False
+        if self.evaluator is not None:
+            evaluation, improved = self.evaluator.run(self.net)
+            metrics = {f"eval/{name}": evaluation.mean(name) for name in evaluation.metrics}
+            metrics["eval/best_return"] = self.evaluator.best
+            if self.log is not None:
+                self.log.log(self.step, metrics)
+            for callback in self.callbacks:
+                callback.on_eval(self, evaluation)
+            if self.evaluator.reached_target(evaluation):
+                self.request_stop(
+                    f"evaluation mean return {evaluation.mean():.3f} reached target_return "
+                    f"{self.config.target_return}"
+                )
+        if self.reducer.sum([improved])[0] > 0:
+            state = self.state()
+            if self.rank == 0:
+                ckpt.save_checkpoint(self.run_dir, state, None, name=BEST_FILE)
 
 
 def _merge_metrics(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
@@ -398,13 +462,15 @@ def train(
     config: TrainConfig | str | Path | None = None,
     overrides: Sequence[str] = (),
     resume: str | Path | None = None,
+    callbacks: Sequence[Callback] = (),
 ) -> TrainResult:
     """Train a RogueNet policy with PPO.
 
     ``env``: a registered environment name, or an :class:`~entityrl.env.Environment` subclass or
     zero-argument factory (your own simulator). ``config``: a :class:`TrainConfig`, a YAML path,
     or None for the environment's shipped config (or the defaults). ``overrides``: strings like
-    ``"ppo.gamma=0.9"``. ``resume``: a run directory to continue.
+    ``"ppo.gamma=0.9"``. ``resume``: a run directory to continue. ``callbacks``:
+    :class:`~entityrl.training.callbacks.Callback` instances (run in this process, rank 0).
     """
     if isinstance(config, TrainConfig):
         if overrides:
@@ -430,10 +496,10 @@ def train(
     from entityrl.training import distributed
 
     if distributed.launched():
-        return distributed.join_launcher(config, env, resume)
+        return distributed.join_launcher(config, env, resume, callbacks)
     if config.world_size > 1:
-        return distributed.launch(config, env, resume)
-    return Trainer(config, env, resume).run()
+        return distributed.launch(config, env, resume, callbacks)
+    return Trainer(config, env, resume, callbacks=callbacks).run()
 
 
 __all__ = ["TrainResult", "Trainer", "make_env", "train"]

@@ -8,6 +8,7 @@ runs a copy of the policy, so that every core steps and infers at once.
 from __future__ import annotations
 
 import pickle
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +38,11 @@ class _Transition:
     # Per row, the value of the observation that ended a truncated episode (else 0).
     bootstrap: npt.NDArray[np.float32] | None = None
 
+
+# (rewards, dones), both (steps, envs) -> the rewards GAE uses.
+RewardTransform = Callable[
+    [npt.NDArray[np.float32], npt.NDArray[np.bool_]], npt.NDArray[np.float32]
+]
 
 # A step's transition and the episode metrics it reported.
 _Step = tuple[_Transition, dict[str, npt.NDArray[np.float64]]]
@@ -92,6 +98,9 @@ class Sampler:
         self.steps = steps
         self.generator = generator or _new_generator(net.device)
         self.obs: VecObs = env.reset()
+        # What GAE sees instead of the environment's rewards (steps, envs), e.g. scaled ones
+        # (ppo.norm_reward); None: the rewards themselves.
+        self.transform_rewards: RewardTransform | None = None
 
     def collect(self, gamma: float, gae_lambda: float) -> Rollout:
         transitions, self.obs = _run(self.net, self.env, self.obs, self.steps, self.generator)
@@ -112,6 +121,8 @@ class Sampler:
         dones = np.stack([np.concatenate([t.done for t in step]) for step in steps])  # type: ignore[misc]
         bootstrap = np.stack([np.concatenate([t.bootstrap for t in step]) for step in steps])  # type: ignore[misc]
         next_values = self.net.values(self.obs).numpy()
+        if self.transform_rewards is not None:
+            rewards = self.transform_rewards(rewards, dones)
         # A truncated episode did not end in the task: its last step earns the discounted value
         # of the state it was cut off in, which GAE (stopping at the episode's end) would drop.
         advantages, returns = gae(
