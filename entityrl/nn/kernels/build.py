@@ -173,7 +173,7 @@ class BuildError(RuntimeError):
 def first_error(output: str) -> str:
     """The line of a compiler's output that says what went wrong first."""
     lines = [line.strip() for line in output.splitlines() if line.strip()]
-    errors = [line for line in lines if "error" in line.lower()]
+    errors = [line for line in lines if "error:" in line]  # GCC's and clang's "...: error: ..."
     return (errors or lines or ["(no output)"])[0]
 
 
