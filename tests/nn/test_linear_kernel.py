@@ -486,6 +486,7 @@ def test_builds_without_avx512_bf16_and_falls_back(
     # reports that the kernel is not supported, and linear_in uses torch.
     monkeypatch.setenv("ENTITYRL_KERNEL_CACHE", str(tmp_path))
     monkeypatch.setattr(build, "TARGETS", [[]])
+    monkeypatch.delenv("ENTITYRL_KERNEL_ARCH", raising=False)
     lk._reset()
     try:
         lib = build.load_library("linear")

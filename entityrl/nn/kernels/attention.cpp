@@ -1,11 +1,11 @@
 // Multi-head self-attention within ragged rows: forward and backward on the CPU.
 //
-// Built at run time by entityrl/nn/kernels/build.py (g++ -O3 -march=native, OpenMP when
-// available) and called through ctypes; the contract is documented in
-// entityrl/nn/kernels/__init__.py. Written with GCC vector extensions (plus a few AVX-512
-// intrinsics in the exponential), so the same source compiles on any x86-64 (vectors of 16
-// floats with AVX-512, 8 with AVX, 4 otherwise) and on aarch64; the vector types and helpers
-// shared with the other kernels are in simd.h.
+// Built at run time by entityrl/nn/kernels/build.py (g++ or clang++ -O3 -march=native, OpenMP
+// when available) and called through ctypes; the contract is documented in
+// entityrl/nn/kernels/__init__.py. Written with the vector extensions of GCC and clang (plus a
+// few AVX-512 intrinsics in the exponential), so the same source compiles on any x86-64
+// (vectors of 16 floats with AVX-512, 8 with AVX, 4 otherwise) and on aarch64; the vector
+// types and helpers shared with the other kernels are in simd.h.
 //
 // The work, per row of n tokens and per head (features padded to DP, a power of two):
 //   forward   S = Q K^T in tiles of TI queries x all keys, vectorised over keys (K is

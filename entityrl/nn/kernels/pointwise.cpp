@@ -142,8 +142,8 @@ struct Row {
 // many shuffles as two rows reduced one by one, and their computations overlap.
 #define GROUP (W >= 8 ? 4 : W / 2)  // the backward reduces 2 GROUP vectors: at most W
 
-// Vector literals (constants, so that shuffles by them compile to immediate-operand
-// instructions) whose lane l is F(p, l).
+// Lane numbers for SHUFFLE (constants, so that shuffles by them compile to immediate-operand
+// instructions): lane l is F(p, l).
 #if W == 16
 #define LANE_LIST(F, p)                                                                    \
     F(p, 0), F(p, 1), F(p, 2),  F(p, 3),  F(p, 4),  F(p, 5),  F(p, 6),  F(p, 7),      \
