@@ -30,7 +30,10 @@ from entityrl.nn.kernels import linear as lk
 from entityrl.nn.precision import linear_in
 
 DISABLED = os.environ.get("ENTITYRL_NO_KERNELS", "") not in ("", "0")
-HAS_BF16 = bool(torch.cpu._is_avx512_bf16_supported())
+# Built for another target (ENTITYRL_KERNEL_ARCH), the kernel may lack AVX512-BF16 here too.
+HAS_BF16 = bool(torch.cpu._is_avx512_bf16_supported()) and not os.environ.get(
+    "ENTITYRL_KERNEL_ARCH"
+)
 HAS_COMPILER = build.find_compiler() is not None
 CAN_RUN = HAS_BF16 and HAS_COMPILER and not DISABLED
 
