@@ -24,6 +24,7 @@ from entityrl.nn.precision import linear_in
 DISABLED = os.environ.get("ENTITYRL_NO_KERNELS", "") not in ("", "0")
 CAN_RUN = (
     bool(torch.cpu._is_avx512_bf16_supported())
+    and not os.environ.get("ENTITYRL_KERNEL_ARCH")  # another target may lack AVX512-BF16
     and build.find_compiler() is not None
     and not DISABLED
 )
