@@ -7,6 +7,7 @@ numpy happens once per batch, and everything per entity is vectorized.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from itertools import chain
 from typing import Any
@@ -76,6 +77,9 @@ class Batcher:
         self.column_table = np.full((1, len(self.type_names)), -1, dtype=np.int64)
         self._make = {name: _OWN_ACTIONS[type(space)] for name, space in self.action_space.items()}
         self._make.update(make_actions or {})
+        # Also give each entity's id as an int64 key (VecObs.ids), for wrappers that follow
+        # entities across steps; off by default, as it costs a pass over every id.
+        self.entity_keys = False
 
     def column_code(self, types: Sequence[str] | None) -> int:
         """The code of the selection of ``types`` (all types if None); see ``column_table``."""
@@ -136,7 +140,26 @@ class Batcher:
             if done is None
             else done,
             visible=visible,
+            ids=self._keys(observations, features) if self.entity_keys else {},
         )
+
+    def _keys(
+        self, observations: Sequence[Observation], features: Mapping[str, RaggedArray]
+    ) -> dict[str, RaggedArray]:
+        """Per entity type, an int64 key of each entity's id: integer ids are their own keys,
+        other ids a 64-bit digest of their ``repr`` (stable across processes and restarts,
+        unlike ``hash`` of a string); entities without ids are keyed by position, as their
+        default ids ``(type, i)`` are."""
+        keys: dict[str, RaggedArray] = {}
+        for name, feats in features.items():
+            given = [obs.ids.get(name) for obs in observations]
+            if all(ids is None for ids in given):
+                data = feats.position_in_row()
+            else:
+                rows = [range(n) if ids is None else ids for ids, n in zip(given, feats.lengths)]
+                data = _entity_keys(list(chain.from_iterable(rows)))
+            keys[name] = RaggedArray(data.reshape(-1, 1), feats.lengths)
+        return keys
 
     def _action_mask(
         self,
@@ -317,6 +340,18 @@ class _EntityIndex:
             self._positions[row] = None if own else dict(zip(every, range(count), strict=True))
         position = self._positions[row]
         return ids if position is None else [position[x] for x in ids]  # type: ignore[return-value]
+
+
+def _entity_keys(ids: Sequence[EntityID]) -> npt.NDArray[np.int64]:
+    """One int64 key per id (see :meth:`Batcher._keys`)."""
+    if all(isinstance(i, int | np.integer) and -(2**63) <= i < 2**63 for i in ids):
+        return np.fromiter(ids, dtype=np.int64, count=len(ids))
+    return np.fromiter(map(_digest, ids), dtype=np.int64, count=len(ids))
+
+
+def _digest(entity_id: EntityID) -> int:
+    digest = hashlib.blake2b(repr(entity_id).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little", signed=True)
 
 
 def _stack(blocks: Sequence[Any], width: int, dtype: npt.DTypeLike) -> npt.NDArray[Any]:

@@ -38,11 +38,16 @@ def _worker(
     seed: int | None,
     seed_offset: int,
     validate: bool,
+    wrap: Callable[[VecEnv], VecEnv] | None,
 ) -> None:
     # Ctrl-C is the parent's to handle; a worker that dies of it would only add noise.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        envs = SerialVecEnv(make_env, num_envs, seed, validate=validate, seed_offset=seed_offset)
+        envs: VecEnv = SerialVecEnv(
+            make_env, num_envs, seed, validate=validate, seed_offset=seed_offset
+        )
+        if wrap is not None:
+            envs = wrap(envs)
         reply: tuple[str, Any] = ("ok", (envs.obs_space, envs.action_space))
     except BaseException:
         _reply(conn, ("error", traceback.format_exc()))
@@ -94,6 +99,9 @@ class ProcessVecEnv(VecEnv):
     Plays exactly the episodes a :class:`SerialVecEnv` with the same ``seed`` plays. An
     exception inside an environment is raised here as :class:`EnvWorkerError` carrying the
     worker's traceback; a worker that dies is reported within a fraction of a second.
+    ``wrap`` (picklable) wraps each worker's :class:`SerialVecEnv` in the worker, e.g. in a
+    :class:`~entityrl.env.stacking.StackedVecEnv`, so that policies run in the workers (see
+    ``ProcessVecEnv.call``) see the wrapped observations too.
     """
 
     def __init__(
@@ -105,6 +113,7 @@ class ProcessVecEnv(VecEnv):
         num_workers: int | None = None,
         validate: bool = False,
         start_method: str | None = None,
+        wrap: Callable[[VecEnv], VecEnv] | None = None,
     ) -> None:
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
@@ -126,7 +135,7 @@ class ProcessVecEnv(VecEnv):
                 parent, child = context.Pipe()
                 proc = context.Process(
                     target=_worker,
-                    args=(child, make_env, int(sizes[k]), seed, self.bounds[k], validate),
+                    args=(child, make_env, int(sizes[k]), seed, self.bounds[k], validate, wrap),
                     daemon=True,
                     name=f"entityrl-env-worker-{k}",
                 )
@@ -214,7 +223,7 @@ class ProcessVecEnv(VecEnv):
 
     def call(self, fn: Callable[..., Any], args: Sequence[tuple[Any, ...]]) -> list[Any]:
         """``fn(envs, context, *args[k])`` run in every worker ``k``, where ``envs`` is the
-        worker's :class:`SerialVecEnv` and ``context`` a dict the worker keeps between calls;
+        worker's :class:`SerialVecEnv` (as ``wrap`` wrapped it) and ``context`` a dict the worker keeps between calls;
         returns the results in worker order. ``fn`` must be picklable (a module-level
         function). When ``fn`` steps the environments, pass their latest observations to
         :meth:`assemble` before stepping them from here again."""

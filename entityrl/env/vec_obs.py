@@ -95,6 +95,9 @@ class VecObs:
     ``truncated``: per row, the episode ended by being cut off (a time limit), not by the task
     (None: no row was). ``final``: for the truncated rows, in row order, the observations that
     ended their episodes (the trainer bootstraps from their values).
+    ``ids``: for wrappers that follow entities from step to step (observation stacking), an
+    int64 key per entity (rows, entities, 1) per entity type, filled only on request (see
+    :attr:`~entityrl.env.batching.Batcher.entity_keys`); empty otherwise.
     """
 
     features: dict[str, RaggedArray]
@@ -106,6 +109,7 @@ class VecObs:
     metrics: dict[str, npt.NDArray[np.float64]] = field(default_factory=dict)
     truncated: npt.NDArray[np.bool_] | None = None
     final: VecObs | None = None
+    ids: dict[str, RaggedArray] = field(default_factory=dict)
 
     @property
     def num_rows(self) -> int:
@@ -128,6 +132,7 @@ class VecObs:
             reward=self.reward[rows],
             done=self.done[rows],
             visible={k: v.take(rows) for k, v in self.visible.items()},
+            ids={k: v.take(rows) for k, v in self.ids.items()},
         )
 
     @staticmethod
@@ -169,6 +174,11 @@ class VecObs:
             metrics={k: np.concatenate(v) for k, v in metrics.items()},
             truncated=truncated,
             final=final,
+            ids={
+                k: RaggedArray.concat([b.ids[k] for b in batches])
+                for k in first.ids
+                if all(k in b.ids for b in batches)
+            },
         )
 
 

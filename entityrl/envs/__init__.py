@@ -10,6 +10,7 @@ import difflib
 import functools
 import importlib
 import inspect
+from collections.abc import Callable
 from typing import Any
 
 from entityrl.env import BatchedEnvironment, Environment, ProcessVecEnv, SerialVecEnv, VecEnv
@@ -147,23 +148,28 @@ def make_vec(
     *,
     processes: int = 0,
     validate: bool = False,
+    wrap: Callable[[VecEnv], VecEnv] | None = None,
     **kwargs: Any,
 ) -> VecEnv:
     """``num_envs`` copies of a registered environment: in this process, or split over
     ``processes`` worker processes when ``processes > 1``. With ``validate``, every
     observation (every batch, for a natively batched environment) is checked against the
-    declared spaces."""
+    declared spaces. ``wrap`` wraps the vectorized environment (in each worker process, when
+    there are several), e.g. ``functools.partial(StackedVecEnv, k=4)``."""
     cls = lookup(name)
     check_kwargs(name, kwargs)
     if issubclass(cls, BatchedEnvironment):
         env = cls(num_envs=num_envs, seed=seed, **kwargs)  # type: ignore[call-arg]
         # Set after construction: a subclass need not pass the option on to the base class.
         env.validate = validate
-        return env
+        return env if wrap is None else wrap(env)
     factory = functools.partial(cls, **_constructor_kwargs(name, kwargs))
     if processes > 1:
-        return ProcessVecEnv(factory, num_envs, seed, num_workers=processes, validate=validate)
-    return SerialVecEnv(factory, num_envs, seed, validate=validate)
+        return ProcessVecEnv(
+            factory, num_envs, seed, num_workers=processes, validate=validate, wrap=wrap
+        )
+    serial = SerialVecEnv(factory, num_envs, seed, validate=validate)
+    return serial if wrap is None else wrap(serial)
 
 
 __all__ = [

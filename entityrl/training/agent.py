@@ -18,6 +18,7 @@ import torch
 
 from entityrl.env.space_data import space_differences
 from entityrl.env.spaces import ActionSpace, ObsSpace
+from entityrl.env.stacking import stacking
 from entityrl.env.vec_env import EnvFactory, SerialVecEnv, VecEnv
 from entityrl.env.vec_obs import VecObs
 from entityrl.nn.device import resolve_device
@@ -197,6 +198,9 @@ def make_eval_env(
             raise AgentError(
                 f"cannot build {env_config.id} with the run's arguments {env_config.kwargs}: {err}"
             ) from None
+    wrap = stacking(env_config.stack)
+    if wrap is not None:  # the agent saw stacked observations in training
+        vec_env = wrap(vec_env)
     try:
         agent.check_env(vec_env)
     except AgentError:

@@ -46,6 +46,13 @@ class EnvConfig:
     """Keyword arguments of the environment's constructor."""
     validate: bool = False
     """Check every observation against the declared spaces (slower; for developing envs)."""
+    stack: int = 1
+    """Observation stacking: each entity's (and the global) features of the last ``stack``
+    steps, matched by entity id (1: the current step only; see docs/stacking.md)."""
+
+    def __post_init__(self) -> None:
+        if self.stack < 1:
+            raise ValueError(f"env.stack must be >= 1 (steps of features stacked), got {self.stack}")
 
 
 @dataclass

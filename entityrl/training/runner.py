@@ -30,6 +30,7 @@ from entityrl.algo.reduce import Reducer
 from entityrl.algo.reward_scale import RewardScaler
 from entityrl.env.environment import Environment
 from entityrl.env.process_vec_env import ProcessVecEnv
+from entityrl.env.stacking import stacking
 from entityrl.env.vec_env import EnvFactory, SerialVecEnv, VecEnv
 from entityrl.nn.device import resolve_device
 from entityrl.nn.rogue_net import RogueNet
@@ -76,6 +77,7 @@ def make_env(
 
     n = num_envs or config.rollout.num_envs
     seed = config.seed + seed_offset
+    wrap = stacking(config.env.stack)
     if env is None or isinstance(env, str):
         return make_vec(
             env or config.env.id,
@@ -83,14 +85,21 @@ def make_env(
             seed=seed,
             processes=config.rollout.processes,
             validate=config.env.validate,
+            wrap=wrap,
             **config.env.kwargs,
         )
     factory: EnvFactory = env  # a class or a zero-argument callable
     if config.rollout.processes > 1:
         return ProcessVecEnv(
-            factory, n, seed, num_workers=config.rollout.processes, validate=config.env.validate
+            factory,
+            n,
+            seed,
+            num_workers=config.rollout.processes,
+            validate=config.env.validate,
+            wrap=wrap,
         )
-    return SerialVecEnv(factory, n, seed, validate=config.env.validate)
+    serial = SerialVecEnv(factory, n, seed, validate=config.env.validate)
+    return serial if wrap is None else wrap(serial)
 
 
 def default_run_dir(config: TrainConfig) -> Path:
