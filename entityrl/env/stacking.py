@@ -141,7 +141,9 @@ class StackedVecEnv(VecEnv):
         if history is None:
             fresh = np.ones(obs.num_rows, dtype=np.bool_)
         keys = {
-            name: obs.ids.get(name, RaggedArray(feats.position_in_row().reshape(-1, 1), feats.lengths))
+            name: obs.ids.get(
+                name, RaggedArray(feats.position_in_row().reshape(-1, 1), feats.lengths)
+            )
             for name, feats in obs.features.items()
         }
         features = {

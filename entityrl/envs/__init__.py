@@ -16,6 +16,7 @@ from typing import Any
 from entityrl.env import BatchedEnvironment, Environment, ProcessVecEnv, SerialVecEnv, VecEnv
 from entityrl.envs.cherry_pick import CherryPick
 from entityrl.envs.cherry_pick_batched import CherryPickBatched
+from entityrl.envs.corridor import Corridor
 from entityrl.envs.count import Count
 from entityrl.envs.floor_is_lava import FloorIsLava
 from entityrl.envs.minefield import Minefield
@@ -33,6 +34,7 @@ from entityrl.envs.xor import Xor
 REGISTRY: dict[str, type[Environment] | type[BatchedEnvironment]] = {
     "CherryPick": CherryPick,
     "CherryPickBatched": CherryPickBatched,
+    "Corridor": Corridor,
     "Count": Count,
     "DayAndNight": DayAndNight,
     "FloorIsLava": FloorIsLava,
@@ -177,6 +179,7 @@ __all__ = [
     "REGISTRY",
     "CherryPick",
     "CherryPickBatched",
+    "Corridor",
     "Count",
     "FloorIsLava",
     "MineSweeper",

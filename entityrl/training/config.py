@@ -26,6 +26,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from entityrl.algo.bc import BCConfig
 from entityrl.algo.ppo import OptimConfig, PPOConfig, require_positive
+from entityrl.algo.rnd import RNDConfig
 from entityrl.nn.device import check_device_setting
 from entityrl.nn.rogue_net import RogueNetConfig
 
@@ -52,7 +53,9 @@ class EnvConfig:
 
     def __post_init__(self) -> None:
         if self.stack < 1:
-            raise ValueError(f"env.stack must be >= 1 (steps of features stacked), got {self.stack}")
+            raise ValueError(
+                f"env.stack must be >= 1 (steps of features stacked), got {self.stack}"
+            )
 
 
 @dataclass
@@ -129,6 +132,7 @@ class TrainConfig:
     optim: OptimConfig = field(default_factory=OptimConfig)
     log: LogConfig = field(default_factory=LogConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    rnd: RNDConfig = field(default_factory=RNDConfig)
     total_timesteps: int = 200_000
     """Environment steps to train for."""
     seed: int = 1

@@ -28,6 +28,7 @@ from entityrl.algo.optimizer import adam
 from entityrl.algo.ppo import ppo_update
 from entityrl.algo.reduce import Reducer
 from entityrl.algo.reward_scale import RewardScaler
+from entityrl.algo.rnd import RND
 from entityrl.env.environment import Environment
 from entityrl.env.process_vec_env import ProcessVecEnv
 from entityrl.env.stacking import stacking
@@ -199,6 +200,10 @@ class Trainer:
         if config.ppo.norm_reward:
             scaler = self.reward_scaler = RewardScaler(per_rank, config.ppo.gamma)
             self.sampler.transform_rewards = lambda r, d: scaler(r, d, self.combine)
+        self.rnd: RND | None = None
+        if config.rnd.enabled:
+            self.rnd = RND(self.env.obs_space, config.rnd, config.optim, per_rank, self.reducer)
+            self.sampler.bonus = self.rnd.bonus
         if saved is not None:
             self._restore(saved)
         elif config.init_from:
@@ -206,6 +211,8 @@ class Trainer:
             load_initial_weights(self.net, config.init_from)
         else:
             self.net.update_normalizers(self.sampler.obs, self.combine)
+        if saved is None and self.rnd is not None:
+            self.rnd.model.update_normalizers(self.sampler.obs, self.combine)
         self.log: RunLog | None = None
         # Evaluation runs in rank 0; every rank knows when, to take part in saving best.pt.
         self.evaluator: PeriodicEvaluator | None = None
@@ -246,6 +253,7 @@ class Trainer:
                 if self.reward_scaler is not None
                 else {}
             ),
+            **({"rnd": self.reducer.gather(self.rnd.state_dict())} if self.rnd is not None else {}),
         }
 
     def save(self) -> Path:
@@ -275,6 +283,8 @@ class Trainer:
         self.recent_returns.extend(saved.get("recent_returns", []))
         if self.reward_scaler is not None:
             self.reward_scaler.load_state_dict(saved["reward_scale"][self.rank])
+        if self.rnd is not None:
+            self.rnd.load_state_dict(saved["rnd"][self.rank])
         env_states = ckpt.load_env_state(self.run_dir)
         if env_states is not None:
             self.sampler.obs = self.env.set_state(pickle.loads(env_states)[self.rank])
@@ -301,6 +311,9 @@ class Trainer:
         stats = ppo_update(
             self.net, self.optimizer, rollout, cfg.ppo, cfg.optim, ent_coef, self.rng, self.reducer
         )
+        if self.rnd is not None:
+            stats["rnd_loss"] = self.rnd.update(rollout.obs, self.rng)
+            stats["rnd_intrinsic"] = self.rnd.last_mean
         # Statistics change only between iterations, so the log-probabilities stored during a
         # rollout match what the update recomputes.
         self.net.update_normalizers(rollout.obs, self.combine)

@@ -44,6 +44,10 @@ RewardTransform = Callable[
     [npt.NDArray[np.float32], npt.NDArray[np.bool_]], npt.NDArray[np.float32]
 ]
 
+# (the rollout's observations in (step, env) order, the observation after its last step) ->
+# (steps, envs) rewards added to the environment's, e.g. an exploration bonus (rnd).
+RewardBonus = Callable[[VecObs, VecObs], npt.NDArray[np.float32]]
+
 # A step's transition and the episode metrics it reported.
 _Step = tuple[_Transition, dict[str, npt.NDArray[np.float64]]]
 # Consecutive steps, and the observations after the last.
@@ -101,6 +105,8 @@ class Sampler:
         # What GAE sees instead of the environment's rewards (steps, envs), e.g. scaled ones
         # (ppo.norm_reward); None: the rewards themselves.
         self.transform_rewards: RewardTransform | None = None
+        # Added to the (transformed) rewards before GAE; None: nothing.
+        self.bonus: RewardBonus | None = None
 
     def collect(self, gamma: float, gae_lambda: float) -> Rollout:
         transitions, self.obs = _run(self.net, self.env, self.obs, self.steps, self.generator)
@@ -121,8 +127,11 @@ class Sampler:
         dones = np.stack([np.concatenate([t.done for t in step]) for step in steps])  # type: ignore[misc]
         bootstrap = np.stack([np.concatenate([t.bootstrap for t in step]) for step in steps])  # type: ignore[misc]
         next_values = self.net.values(self.obs).numpy()
+        obs = VecObs.concat([t.obs for t in flat], self.env.choices)
         if self.transform_rewards is not None:
             rewards = self.transform_rewards(rewards, dones)
+        if self.bonus is not None:
+            rewards = rewards + self.bonus(obs, self.obs)
         # A truncated episode did not end in the task: its last step earns the discounted value
         # of the state it was cut off in, which GAE (stopping at the episode's end) would drop.
         advantages, returns = gae(
@@ -130,7 +139,7 @@ class Sampler:
         )
         names = list(self.env.action_space)
         return Rollout(
-            obs=VecObs.concat([t.obs for t in flat], self.env.choices),
+            obs=obs,
             actions={n: RaggedArray.concat([t.actions[n] for t in flat]) for n in names},
             logprobs={n: RaggedArray.concat([t.logprobs[n] for t in flat]) for n in names},
             values=values.reshape(-1),

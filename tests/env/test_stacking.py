@@ -15,6 +15,7 @@ from entityrl.env import ProcessVecEnv, SerialVecEnv
 from entityrl.env.stacking import StackedVecEnv, stacked_space
 from entityrl.env.vec_obs import VecObs
 from entityrl.ragged import RaggedArray
+
 K = 3
 
 

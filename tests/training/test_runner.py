@@ -63,8 +63,14 @@ def interrupt_after(iterations: int):
 
 @pytest.mark.parametrize(
     ("processes", "extra"),
-    [(1, ()), (2, ()), (1, ("ppo.norm_reward=true",))],
-    ids=["in_process", "worker_processes", "reward_normalization"],
+    [
+        (1, ()),
+        (2, ()),
+        (1, ("ppo.norm_reward=true",)),
+        (2, ("env.stack=3",)),
+        (2, ("rnd.coef=0.5",)),
+    ],
+    ids=["in_process", "worker_processes", "reward_normalization", "stacking", "rnd"],
 )
 def test_an_interrupted_run_resumed_reaches_the_same_parameters(
     tmp_path: Path, processes: int, extra: tuple[str, ...]
