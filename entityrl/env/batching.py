@@ -156,7 +156,10 @@ class Batcher:
             if all(ids is None for ids in given):
                 data = feats.position_in_row()
             else:
-                rows = [range(n) if ids is None else ids for ids, n in zip(given, feats.lengths)]
+                rows = [
+                    range(n) if ids is None else ids
+                    for ids, n in zip(given, feats.lengths, strict=True)
+                ]
                 data = _entity_keys(list(chain.from_iterable(rows)))
             keys[name] = RaggedArray(data.reshape(-1, 1), feats.lengths)
         return keys

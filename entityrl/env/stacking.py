@@ -29,8 +29,9 @@ binary search, with no Python loop over rows or entities.
 
 from __future__ import annotations
 
-import pickle
+import dataclasses
 import functools
+import pickle
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -165,16 +166,9 @@ class StackedVecEnv(VecEnv):
             width = obs.global_features.shape[1]
             kept = ~fresh
             global_features[kept, width:] = history.global_features[kept, : (self.k - 1) * width]
-        stacked = VecObs(
-            features=features,
-            global_features=global_features,
-            action_masks=obs.action_masks,
-            reward=obs.reward,
-            done=obs.done,
-            visible=obs.visible,
-            metrics=obs.metrics,
-            truncated=obs.truncated,
-            final=obs.final,
+        # Masks, rewards and metrics are the inner batch's; only the features grow.
+        stacked = dataclasses.replace(
+            obs, features=features, global_features=global_features, ids={}
         )
         return stacked, _History(keys, features, global_features)
 

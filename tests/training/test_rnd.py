@@ -3,8 +3,6 @@ and a resumed run continues it exactly."""
 
 from __future__ import annotations
 
-import os
-import signal
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +13,7 @@ from entityrl.algo.ppo import OptimConfig
 from entityrl.algo.rnd import RND, RNDConfig
 from entityrl.envs import make_vec
 from entityrl.training import checkpoint as ckpt
+from entityrl.training.callbacks import Callback
 from entityrl.training.config import ConfigError, load_config
 from entityrl.training.runner import Trainer
 
@@ -64,15 +63,9 @@ def test_rnd_solves_the_corridor_plain_ppo_does_not(tmp_path: Path) -> None:
     assert corridor_return(tmp_path, 1, 1.0) >= 0.95
 
 
-def interrupt_after(iterations: int):
-    seen = []
-
-    def hook(metrics: dict) -> None:
-        seen.append(metrics)
-        if len(seen) == iterations:
-            os.kill(os.getpid(), signal.SIGINT)
-
-    return hook
+class StopAfterFirstIteration(Callback):
+    def on_iteration(self, trainer: Trainer, metrics: dict[str, float]) -> None:
+        trainer.request_stop("stopped to resume")
 
 
 def test_resumed_run_continues_rnd_exactly(tmp_path: Path) -> None:
@@ -83,7 +76,7 @@ def test_resumed_run_continues_rnd_exactly(tmp_path: Path) -> None:
         )
 
     Trainer(config("whole")).run()
-    Trainer(config("split"), on_iteration=interrupt_after(1)).run()
+    Trainer(config("split"), callbacks=[StopAfterFirstIteration()]).run()
     Trainer(config("split"), resume=tmp_path / "split").run()
     whole = ckpt.load_checkpoint(tmp_path / "whole")["rnd"][0]
     split = ckpt.load_checkpoint(tmp_path / "split")["rnd"][0]
