@@ -11,10 +11,14 @@ features (with the row's global features appended) are normalized by running sta
 over the row's entities and mapped to one vector per row. The predictor has one more hidden
 layer than the target, so that it can fit it.
 
-The intrinsic reward is divided by the running standard deviation of its own discounted
-return (the paper's scheme; :class:`~entityrl.algo.reward_scale.RewardScaler` with episode
-ends ignored, as the intrinsic return does not stop at them), scaled by ``rnd.coef`` and added
-to the (possibly ``ppo.norm_reward``-scaled) environment reward: one value head learns the sum.
+The intrinsic reward is centred on its mean over the rollout, divided by the running standard
+deviation of its own discounted return (the paper's normalization;
+:class:`~entityrl.algo.reward_scale.RewardScaler` with episode ends ignored, as the intrinsic
+return does not stop at them), scaled by ``rnd.coef`` and added to the (possibly
+``ppo.norm_reward``-scaled) environment reward: one value head learns the sum. The centring
+replaces the paper's second, non-episodic value head: with episodic returns a bonus that is
+positive on every step pays for long episodes, and on Corridor policies learned to stop short
+of the goal once they had found it (seed 1 fell from 1.0 to 0.0 within 40,960 steps).
 The predictor is trained after each PPO update, on the rollout's observations, with its own
 optimizer.
 """
@@ -185,9 +189,12 @@ class RND:
         envs = after.num_rows
         novelty = torch.cat([self.model.errors(obs), self.model.errors(after)]).numpy()
         intrinsic = novelty[envs:].reshape(-1, envs)
-        self.last_mean = float(intrinsic.mean())
+        count, total = self.reducer.sum([intrinsic.size, intrinsic.sum(dtype=np.float64)])
+        self.last_mean = total / count
+        # Centred, so that only the relatively new pays, not lasting longer (module docs).
+        centred = (intrinsic - self.last_mean).astype(np.float32)
         never_done = np.zeros(intrinsic.shape, dtype=np.bool_)
-        return self.config.coef * self.scaler(intrinsic, never_done, self.combine)
+        return self.config.coef * self.scaler(centred, never_done, self.combine)
 
     def update(self, obs: VecObs, rng: np.random.Generator) -> float:
         """Train the predictor on the rollout's observations (``rnd.epochs`` passes of

@@ -32,7 +32,7 @@ class Corridor(BatchedEnvironment):
     """
 
     def __init__(
-        self, num_envs: int, seed: int | None = None, length: int = 24, max_steps: int = 0
+        self, num_envs: int, seed: int | None = None, length: int = 40, max_steps: int = 0
     ) -> None:
         if length < 2:
             raise ValueError(f"Corridor: length must be >= 2, got {length}")

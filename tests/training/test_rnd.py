@@ -37,7 +37,7 @@ def test_observations_seen_often_earn_less_than_new_ones() -> None:
     assert novel > 10 * familiar
 
 
-def test_bonus_is_the_next_observations_novelty_in_return_units() -> None:
+def test_bonus_is_the_next_observations_centred_novelty_in_return_units() -> None:
     env = make_vec("Corridor", 4, seed=0)
     obs = env.reset()
     rnd = RND(env.obs_space, RNDConfig(coef=2.0), OptimConfig(), num_envs=4)
@@ -45,8 +45,9 @@ def test_bonus_is_the_next_observations_novelty_in_return_units() -> None:
     bonus = rnd.bonus(rows, obs)
     assert bonus.shape == (2, 4)
     novelty = torch.cat([rnd.model.errors(rows), rnd.model.errors(obs)]).detach().numpy()
+    following = novelty[4:].reshape(2, 4)
     scaled = bonus / 2.0 * rnd.scaler.std
-    np.testing.assert_allclose(scaled, novelty[4:].reshape(2, 4), rtol=1e-5)
+    np.testing.assert_allclose(scaled, following - following.mean(), rtol=1e-4, atol=1e-7)
 
 
 def corridor_return(tmp_path: Path, seed: int, coef: float) -> float | None:
@@ -58,7 +59,7 @@ def corridor_return(tmp_path: Path, seed: int, coef: float) -> float | None:
 
 
 def test_rnd_solves_the_corridor_plain_ppo_does_not(tmp_path: Path) -> None:
-    # The shipped budget (20,480 steps): see benchmarks/RESULTS.md for three seeds of each.
+    # The shipped budget (30,720 steps): see benchmarks/RESULTS.md for three seeds of each.
     assert corridor_return(tmp_path, 1, 0.0) == 0.0
     assert corridor_return(tmp_path, 1, 1.0) >= 0.95
 
