@@ -6,7 +6,7 @@ episode reached the goal, the mean return of the last 100 training episodes and 
 return of the final agent on fresh episodes. ``--plain-budget N`` also trains plain PPO for
 N steps, to show how much longer it needs.
 
-usage: python benchmarks/exploration.py [--seeds 1 2 3] [--plain-budget 102400] [--write]
+usage: python benchmarks/exploration.py [--seeds 1 2 3] [--plain-budget 122880] [--write]
 """
 
 from __future__ import annotations
@@ -100,8 +100,8 @@ def main() -> None:
         replace_section(
             "Exploration: random network distillation on Corridor",
             f"Command: `{command} --write`\n\nMachine: {machine()}; torch threads 1.\n\n"
-            "entityrl/configs/corridor.yaml (a corridor of 24 cells, reward 1 only at the far "
-            "end, episodes cut off after 48 steps; RND with rnd.coef=1) against the same "
+            "entityrl/configs/corridor.yaml (a corridor of 40 cells, reward 1 only at the far "
+            "end, episodes cut off after 80 steps; RND with rnd.coef=1) against the same "
             "config with rnd.coef=0, seeds as listed. The evaluation plays the final agent "
             "with sampled actions.\n\n" + "\n".join(lines) + "\n",
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from stacking_envs import Drift
 
 from entityrl.training import evaluate, load_agent, make_eval_env
@@ -52,3 +53,10 @@ def test_worker_processes_train_on_stacked_observations(tmp_path: Path) -> None:
     stacked = trainer.sampler.obs.features["Ball"].data
     assert stacked.shape[1] == 3
     trainer.env.close()
+
+
+def test_a_stack_below_one_is_refused() -> None:
+    with pytest.raises(
+        ValueError, match=r"env\.stack must be >= 1 \(steps of features stacked\), got 0"
+    ):
+        load_config("Corridor", ["env.stack=0"])
