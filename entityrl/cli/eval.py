@@ -5,11 +5,17 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
+from typing import IO, TYPE_CHECKING
 
 import numpy as np
 
 from entityrl.cli.arguments import USAGE_ERROR, positive_int
 from entityrl.training.agent import DEFAULT_MAX_EPISODE_STEPS, Evaluation
+
+if TYPE_CHECKING:
+    from entityrl.env import VecEnv
+    from entityrl.training.agent import Agent
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -65,6 +71,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="give up on an episode that lasts longer than this "
         f"(default: {DEFAULT_MAX_EPISODE_STEPS:,})",
     )
+    parser.add_argument(
+        "--record",
+        type=Path,
+        metavar="FILE",
+        help="also write the evaluated episodes, step by step, as JSON lines for the replay "
+        "viewer of web/ (format: entityrl/export/replay.py)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -86,7 +99,10 @@ def run(args: argparse.Namespace) -> int:
             seed=args.seed,
         )
         with make_eval_env(agent, min(args.num_envs, args.episodes), args.seed) as env:
-            result = evaluate(agent, env, args.episodes, args.max_steps)
+            if args.record is None:
+                result = evaluate(agent, env, args.episodes, args.max_steps)
+            else:
+                result = evaluate_recorded(agent, env, args)
     except (CheckpointError, AgentError, DeviceError) as err:
         print(f"entityrl eval: error: {err}", file=sys.stderr)
         return USAGE_ERROR
@@ -97,6 +113,23 @@ def run(args: argparse.Namespace) -> int:
     )
     print(format_table(result))
     return 0
+
+
+def evaluate_recorded(agent: Agent, env: VecEnv, args: argparse.Namespace) -> Evaluation:
+    """:func:`evaluate`, writing the episodes to ``args.record`` (through a temporary file)."""
+    from entityrl.export.replay import RecordingEnv
+    from entityrl.training.agent import evaluate
+    from entityrl.training.checkpoint import atomic_write
+
+    env_config = {"id": agent.config.env.id, "kwargs": dict(agent.config.env.kwargs)}
+    result: list[Evaluation] = []
+
+    def play(out: IO[str]) -> None:
+        recording = RecordingEnv(env, out, env_config)
+        result.append(evaluate(agent, recording, args.episodes, args.max_steps))  # type: ignore[arg-type]
+
+    atomic_write(args.record, play, mode="w")
+    return result[0]
 
 
 def format_table(result: Evaluation) -> str:

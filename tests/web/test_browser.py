@@ -26,12 +26,15 @@ from entityrl.env import (
     GlobalCategoricalActionSpace,
     Observation,
     ObsSpace,
+    RandomPolicy,
     SelectEntityAction,
     SelectEntityActionSpace,
 )
-from entityrl.envs import CherryPick, MineSweeper
+from entityrl.envs import CherryPick, MineSweeper, make_vec
 from entityrl.export import export_onnx
+from entityrl.export.replay import RecordingEnv, read_episodes
 from entityrl.inference import OnnxPolicy, load
+from entityrl.training import evaluate
 
 pytestmark = pytest.mark.skipif(
     missing_requirements() is not None, reason=str(missing_requirements())
@@ -355,3 +358,28 @@ def test_the_pages_evaluation_matches_python_within_noise(page, models, tmp_path
     assert abs(in_page - python.mean()) < tolerance, (in_page, python.mean(), tolerance)
     page.click("#step")
     page.screenshot(path=str(artifacts(tmp_path) / "web-cherry-pick.png"))
+
+
+def test_the_replay_viewer_steps_through_recorded_episodes(page, tmp_path) -> None:
+    """Episodes of an environment the page has no rules for, recorded from Python."""
+    env = make_vec("TreasureHunt", 2, seed=0)
+    path = tmp_path / "episodes.jsonl"
+    with path.open("w") as out:
+        recording = RecordingEnv(env, out, {"id": "TreasureHunt", "kwargs": {}})
+        evaluate(RandomPolicy(env.action_space, seed=0), recording, episodes=4)
+    _, steps = read_episodes(path)
+    page.set_input_files("#replay-file", str(path))
+    page.wait_for_selector("#replay-where:has-text('TreasureHunt')")
+    where = page.text_content("#replay-where")
+    assert where.startswith("TreasureHunt: episode 0, step 0:")
+    page.click("#replay-next")
+    second = f"episode {steps[1]['episode']}, step {steps[1]['step']}:"
+    assert second in page.text_content("#replay-where")
+    page.evaluate("(i) => window.entityrl.replay.show(i)", len(steps) - 1)
+    last = steps[-1]
+    assert f"return {last['return']:.3f}" in page.text_content("#replay-where")
+    entities = sum(len(rows) for rows in last["observation"]["features"].values())
+    # One table row per entity, one per actor of each action, and the header.
+    actors = sum(len(chosen) for chosen in last["actions"].values())
+    assert page.locator("#replay-details tr").count() == 1 + entities + actors
+    page.locator("#replay").screenshot(path=str(artifacts(tmp_path) / "web-replay.png"))
