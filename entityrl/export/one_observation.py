@@ -169,10 +169,9 @@ def _attention(mix: RaggedAttention, x: torch.Tensor, bias: torch.Tensor) -> tor
     entities) and is dropped from the result."""
     d, heads = mix.proj.in_features, mix.n_head
     x = torch.cat([x, x.new_zeros(1, d)])
-    # Shapes from the layers (constants), never -1: a reshape cannot infer it from 0 entities.
     n = x.shape[0]
     q, k, v = mix.qkv(x).reshape(n, 3, heads, d // heads).permute(1, 2, 0, 3).unbind(0)
-    weights = _softmax(q @ k.transpose(1, 2) * (d // heads) ** -0.5 + bias)
+    weights = torch.softmax(q @ k.transpose(1, 2) * (d // heads) ** -0.5 + bias, dim=-1)
     return mix.proj((weights @ v).transpose(0, 1).reshape(n, d)[:-1])
 
 
@@ -190,7 +189,7 @@ def _pool(mix: RowPooling, x: torch.Tensor) -> torch.Tensor:
 
 
 def _softmax(logits: torch.Tensor) -> torch.Tensor:
-    """Softmax over the last axis, which may be empty (no entities, no candidates).
+    """Softmax over the last axis, which may be empty (no candidates).
 
     onnxruntime's Softmax divides by the axis length and fails on an empty one, so the axis
     gets one more entry at -inf (probability 0), dropped again afterwards.
