@@ -14,6 +14,7 @@ usage: python benchmarks/inference.py [--calls 3000] [--runs 5] [--browser] [--w
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -75,8 +76,13 @@ def paths(model: Path) -> dict[str, Callable[[], object]]:
             agent.act(batcher.batch([obs])), [obs]
         ),
         "`entityrl.inference` `policy.act(obs)` (validated)": lambda: checked.act(obs),
+        "  of which: Observation -> model inputs (validation, `Batcher`, `model_inputs`)": lambda: (
+            model_inputs(checked._batch([obs]), 0, checked.action_space)
+        ),
+        "  of which: onnxruntime `session.run` alone (inputs ready)": lambda: session.run(
+            None, feeds
+        ),
         "`entityrl.inference` `policy.act(obs)`, check=False": lambda: unchecked.act(obs),
-        "onnxruntime `session.run` alone (inputs ready)": lambda: session.run(None, feeds),
     }
 
 
@@ -117,6 +123,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     note_if_peer_missing()
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         model = Path(tmp) / "agent.onnx"
         env = CherryPick(num_cherries=CHERRIES)
@@ -145,7 +152,10 @@ def main() -> None:
         replace_section(
             "Inference latency: one decision (benchmarks/inference.py)",
             f"Command: `python benchmarks/inference.py --calls {args.calls} --runs {args.runs} "
-            f"--write`\n\nMachine: {machine()}; onnxruntime and torch on 1 thread.\n\n"
+            f"{'--browser ' if args.browser else ''}--write`\n\nMachine: {machine()}; "
+            f"onnxruntime and torch on 1 thread; load average {load_before:.1f} before and "
+            f"{os.getloadavg()[0]:.1f} after the run (the machine is shared: the figures of "
+            "one run are comparable with each other, not with other runs).\n\n"
             f"One CherryPick observation ({CHERRIES} cherries and the player: "
             f"{CHERRIES + 1} entities, a select-entity action), d_model {D_MODEL}, 2 layers, "
             f"2 heads. p50 and p99 of {args.calls:,} decisions per run, median over "
