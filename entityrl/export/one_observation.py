@@ -68,7 +68,11 @@ class OneObservationPolicy(nn.Module):
             else:
                 assert isinstance(head, CategoricalHead)
                 logits = head.proj(x.index_select(0, inputs[signature.actors_input(name)]))
-            outputs.append(_softmax(logits.masked_fill(~mask, float("-inf"))))
+            logits = logits.masked_fill(~mask, float("-inf"))
+            if isinstance(space, SelectEntityActionSpace):  # may have no candidates
+                outputs.append(_softmax_of_any_width(logits))
+            else:
+                outputs.append(torch.softmax(logits, dim=-1))
         value_x = x if net.value_encoder is None else _encode(net.value_encoder, inputs)
         outputs.append(net.value_head.proj(_mean(value_x)).reshape(1))
         return tuple(outputs)
@@ -87,14 +91,18 @@ class _AttentionInputs:
 
 
 def _encode(encoder: Encoder, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
-    """The ``(entities, d_model)`` embeddings after the transformer blocks."""
+    """The ``(entities, d_model)`` embeddings after the transformer blocks.
+
+    The blocks run with one padding entity appended, which attends to itself alone and which
+    no other entity sees (nor pools): it keeps every product non-empty (onnxruntime's batched
+    MatMul fails on empty ones: observations without entities) and every reshape's entity
+    count inferable, and it is dropped at the end."""
     raw = _raw_features(encoder.embedding, inputs)
     x = _embed(encoder.embedding, raw)
+    x = torch.cat([x, x.new_zeros(1, encoder.embedding.d_model)])
     visible = inputs[signature.VISIBLE]
     if encoder.embedding.global_token:
         visible = torch.cat([visible, visible.new_ones(1)])
-    # Attention runs with one padding entity appended (see _attention), which attends to itself
-    # alone and which no other entity sees.
     real = torch.cat([torch.ones_like(visible), visible.new_zeros(1)])
     visible = torch.cat([visible, visible.new_ones(1)])
     # Visible queries do not see hidden keys; hidden queries see every key.
@@ -109,7 +117,7 @@ def _encode(encoder: Encoder, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
         x = _block(block, x, context)
     if isinstance(encoder.ln_out, nn.LayerNorm):
         x = _layer_norm(encoder.ln_out, x)
-    return x
+    return x[:-1]
 
 
 def _raw_features(
@@ -186,15 +194,11 @@ def _block(block: Block, x: torch.Tensor, context: _AttentionInputs) -> torch.Te
 
 
 def _attention(mix: RaggedAttention, x: torch.Tensor, context: _AttentionInputs) -> torch.Tensor:
-    """Self-attention over the entities and a padding entity, which keeps every product
-    non-empty (onnxruntime's batched MatMul fails on empty ones: observations without
-    entities) and is dropped from the result. With relative positions, as
+    """Self-attention of the entities (and the padding entity). With relative positions, as
     :meth:`RaggedAttention._explicit`: each pair's offset adds query . key vector to the
     logits, and the attention mass per offset times its value vector to the output."""
     d, heads = mix.proj.in_features, mix.n_head
-    x = torch.cat([x, x.new_zeros(1, d)])
-    n = x.shape[0]
-    q, k, v = mix.qkv(x).reshape(n, 3, heads, d // heads).permute(1, 2, 0, 3).unbind(0)
+    q, k, v = mix.qkv(x).reshape(-1, 3, heads, d // heads).permute(1, 2, 0, 3).unbind(0)
     logits = q @ k.transpose(1, 2)  # (heads, N, N)
     relpos = mix.relpos
     if relpos is not None:
@@ -207,7 +211,7 @@ def _attention(mix: RaggedAttention, x: torch.Tensor, context: _AttentionInputs)
         assert context.offset_values is not None
         mass = (weights.transpose(0, 1) @ context.offset_values).transpose(0, 1)
         y = y + mass @ relpos.values
-    return mix.proj(y.transpose(0, 1).reshape(n, d)[:-1])
+    return mix.proj(y.transpose(0, 1).reshape(-1, d))
 
 
 def _offsets(
@@ -252,7 +256,8 @@ def _one_hot(index: torch.Tensor, classes: int) -> torch.Tensor:
 
 
 def _pool(mix: RowPooling, x: torch.Tensor) -> torch.Tensor:
-    h = mix.prepool(x)
+    """Each entity (and the padding entity) receives the projection of the pooled entities."""
+    h = mix.prepool(x[:-1])
     parts = []
     if mix.pooling in ("mean", "meanmax"):
         parts.append(_mean(h))
@@ -260,11 +265,10 @@ def _pool(mix: RowPooling, x: torch.Tensor) -> torch.Tensor:
         # Zeros without entities, as the batched pooling leaves an empty row.
         top = torch.cat([h, torch.full_like(h[:1], float("-inf"))]).amax(dim=0)
         parts.append(torch.where(torch.isinf(top), torch.zeros_like(top), top))
-    pooled = mix.proj(torch.cat(parts))
-    return pooled.expand(x.shape[0], -1)
+    return mix.proj(torch.cat(parts)).expand_as(x)
 
 
-def _softmax(logits: torch.Tensor) -> torch.Tensor:
+def _softmax_of_any_width(logits: torch.Tensor) -> torch.Tensor:
     """Softmax over the last axis, which may be empty (no candidates).
 
     onnxruntime's Softmax divides by the axis length and fails on an empty one, so the axis
