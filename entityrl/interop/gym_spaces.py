@@ -173,7 +173,9 @@ class ObservationRule:
         elif isinstance(space, spaces.Tuple):
             for i, sub in enumerate(space.spaces):
                 self._collect(sub, (*path, i))
-        elif isinstance(space, (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)):
+        elif isinstance(
+            space, (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
+        ):
             self.global_leaves.append(_GlobalLeaf(path, space))
         else:
             raise UnsupportedSpaceError(
