@@ -1,5 +1,5 @@
 """Learning through the adapters: with fixed seeds, shortened shipped configs reach returns a
-random policy does not (CartPole: random ~22; MiniGrid-Empty-5x5: random ~0.5)."""
+random policy does not (random play: CartPole 22.1, MiniGrid-Empty-5x5 0.20)."""
 
 from __future__ import annotations
 
