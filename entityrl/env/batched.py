@@ -63,6 +63,12 @@ class BatchedEnvironment(VecEnv):
         (one value per copy, in that order), read before those copies are reset."""
         return {}
 
+    def truncated(self, ended: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_] | None:
+        """Of the copies ``ended`` whose episodes just ended, which were cut off (a time limit)
+        rather than ended by the task (one flag per copy, in that order; None: none were).
+        Their final observations are then kept for bootstrapping."""
+        return None
+
     def reset(self) -> VecObs:
         self.reset_envs(np.arange(self.num_envs, dtype=np.int64))
         self.episodes.reset()
@@ -80,9 +86,17 @@ class BatchedEnvironment(VecEnv):
         reward, done = self.step(actions)
         ended = np.flatnonzero(done)
         env_metrics = self.episode_metrics(ended) if ended.size else {}
+        cut_off = self.truncated(ended) if ended.size else None
+        final = None
+        if cut_off is not None and cut_off.any():
+            final = self.observe().take(ended[cut_off])
         if ended.size:
             self.reset_envs(ended)
         obs = self.observe()
+        if final is not None:
+            obs.truncated = np.zeros(self.num_envs, dtype=np.bool_)
+            obs.truncated[ended[cut_off]] = True  # type: ignore[index]
+            obs.final = final
         obs.reward = reward.astype(np.float32, copy=False)
         obs.done = done
         obs.metrics = self.episodes.step(obs.reward, done)

@@ -100,7 +100,7 @@ def _import_class(path: str) -> type[Environment] | type[BatchedEnvironment]:
     return cls
 
 
-def _adapter(library: str, env_id: str) -> type[Environment]:
+def _adapter(library: str, env_id: str) -> type[Environment] | type[BatchedEnvironment]:
     try:
         module = importlib.import_module(ADAPTERS[library])
     except ImportError as err:
@@ -156,7 +156,7 @@ def make_vec(
     cls = lookup(name)
     check_kwargs(name, kwargs)
     if issubclass(cls, BatchedEnvironment):
-        env = cls(num_envs=num_envs, seed=seed, **kwargs)  # type: ignore[call-arg]
+        env = cls(num_envs=num_envs, seed=seed, **_constructor_kwargs(name, kwargs))  # type: ignore[call-arg]
         # Set after construction: a subclass need not pass the option on to the base class.
         env.validate = validate
         return env
