@@ -34,9 +34,9 @@ EVAL_SEED = 12345
 CASES: dict[str, tuple[dict, int, list[str]]] = {
     "CherryPick": ({}, 200, ["optim.bs=256", "optim.lr=0.003"]),
     "PickMatchingBalls": ({"one_hot": True}, 1000, ["optim.bs=256", "optim.lr=0.002"]),
-    "TreasureHunt": ({}, 1000, ["optim.bs=256", "optim.lr=0.003"]),
+    "TreasureHunt": ({}, 500, ["optim.bs=256", "optim.lr=0.003"]),
 }
-COMMON = ["bc.epochs=60", "bc.patience=8", "bc.eval_episodes=0"]
+COMMON = ["bc.epochs=40", "bc.patience=5", "bc.eval_episodes=0"]
 
 
 def run(name: str, seed: int, threads: int) -> dict[str, float | str | int]:
