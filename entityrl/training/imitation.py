@@ -28,7 +28,7 @@ from entityrl.nn.device import resolve_device
 from entityrl.nn.rogue_net import RogueNet
 from entityrl.training import checkpoint as ckpt
 from entityrl.training.agent import Agent, evaluate
-from entityrl.training.config import TrainConfig, to_dict, to_yaml
+from entityrl.training.config import ConfigError, TrainConfig, to_dict, to_yaml
 from entityrl.training.demonstrations import load_episodes, split
 from entityrl.training.run_log import RunLog
 from entityrl.training.runner import (
@@ -49,6 +49,8 @@ class BCTrainer:
         env: EnvSource | None = None,
         on_epoch: Callable[[dict[str, float]], None] | None = None,
     ) -> None:
+        if config.world_size > 1:
+            raise ConfigError("algo=bc trains in one process: set world_size=1")
         self.config = config
         self.on_epoch = on_epoch
         self.run_dir = Path(config.log.run_dir or default_run_dir(config))
@@ -62,8 +64,12 @@ class BCTrainer:
         # The environment gives the spaces the recordings must have and plays the evaluation
         # episodes.
         self.env = make_env(config, env, num_envs=bc.eval_envs)
-        episodes = load_episodes(bc.demos, self.env, bc.max_episodes)
-        self.train_data, self.val_data = split(episodes, self.env, bc.val_fraction, config.seed)
+        try:
+            episodes = load_episodes(bc.demos, self.env, bc.max_episodes)
+            self.train_data, self.val_data = split(episodes, self.env, bc.val_fraction, config.seed)
+        except BaseException:
+            self.env.close()
+            raise
         self.net = RogueNet(
             self.env.obs_space, self.env.action_space, config.net, device=self.device
         )
