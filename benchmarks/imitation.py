@@ -5,7 +5,11 @@ episodes (seed 0), train by behaviour cloning on them (`algo=bc`, the settings b
 BC seed given), then evaluate the expert and the clone on the same 400 fresh episodes
 (sampled actions, environment seed 12345).
 
+With --agent NAME, the demonstrator is instead a PPO agent trained with NAME's shipped config
+(seed 1), recorded with sampled actions.
+
 usage: python benchmarks/imitation.py [--only NAME ...] [--seeds 1 2 3] [--threads 1] [--write]
+       python benchmarks/imitation.py --agent CherryPick [--write]
 """
 
 from __future__ import annotations
@@ -39,12 +43,20 @@ CASES: dict[str, tuple[dict, int, list[str]]] = {
 COMMON = ["bc.epochs=40", "bc.patience=5", "bc.eval_episodes=0"]
 
 
-def run(name: str, seed: int, threads: int) -> dict[str, float | str | int]:
+def run(
+    name: str, seed: int, threads: int, from_agent: bool = False
+) -> dict[str, float | str | int]:
     kwargs, episodes, settings = CASES[name]
     with tempfile.TemporaryDirectory() as tmp:
         demos = Path(tmp) / "expert.arrow"
+        demonstrator = EXPERTS[name]()
+        if from_agent:
+            quiet = ["log.tensorboard=false", "log.progress=false", f"torch_threads={threads}"]
+            ppo = train(name, overrides=[f"log.run_dir={tmp}/ppo", *quiet])
+            demonstrator = load_agent(ppo.run_dir, seed=0)
+            kwargs = dict(demonstrator.config.env.kwargs)
         env = make_vec(name, 16, seed=0, **kwargs)
-        record(EXPERTS[name](), env, demos, episodes, env_id=name, env_kwargs=kwargs)
+        record(demonstrator, env, demos, episodes, env_id=name, env_kwargs=kwargs)
         started = time.time()
         result = train(
             name,
@@ -59,7 +71,7 @@ def run(name: str, seed: int, threads: int) -> dict[str, float | str | int]:
         with make_eval_env(agent, num_envs=16, seed=EVAL_SEED) as env:
             clone = evaluate(agent, env, EPISODES).mean()
         with make_vec(name, 16, seed=EVAL_SEED, **kwargs) as env:
-            expert = evaluate(EXPERTS[name](), env, EPISODES).mean()
+            expert = evaluate(demonstrator, env, EPISODES).mean()
     return {"env": name, "seed": seed, "episodes": episodes, "samples": result.steps,
             "expert": expert, "clone": clone, "seconds": seconds}  # fmt: skip
 
@@ -69,17 +81,19 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", help="environment names")
     parser.add_argument("--seeds", nargs="*", type=int, default=[1])
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    parser.add_argument("--agent", help="clone a PPO agent trained on this environment")
     parser.add_argument("--write", action="store_true", help="update benchmarks/RESULTS.md")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     rows = []
-    for name in args.only or list(CASES):
+    for name in [args.agent] if args.agent else args.only or list(CASES):
         for seed in args.seeds:
-            row = run(name, seed, args.threads)
+            row = run(name, seed, args.threads, from_agent=args.agent is not None)
             print(row, flush=True)
             rows.append(row)
+    who = "PPO agent" if args.agent else "expert"
     lines = [
-        "| env | BC seed | expert episodes | samples trained | expert return | BC return | BC / expert | wall time (s) |",
+        f"| env | BC seed | {who} episodes | samples trained | {who} return | BC return | BC / {who} | wall time (s) |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
@@ -93,23 +107,30 @@ def main() -> None:
     body = "\n".join(
         [
             f"Command: `python benchmarks/imitation.py --seeds {' '.join(map(str, args.seeds))}"
-            f" --threads {args.threads} --write`",
+            f" --threads {args.threads}{f' --agent {args.agent}' if args.agent else ''} --write`",
             "",
             f"Machine: {machine()}; torch threads {args.threads}.",
             "",
-            "Expert episodes recorded with seed 0; behaviour cloning with "
+            f"{who.capitalize()} episodes recorded with seed 0"
+            + (
+                " (the agent: PPO with the shipped config, seed 1, sampled actions)"
+                if args.agent
+                else ""
+            )
+            + "; behaviour cloning with "
             f"{' '.join(COMMON)} and per environment {settings} (other settings from the "
-            f"environment's shipped config); expert and clone evaluated on the same {EPISODES} "
+            f"environment's shipped config); {who} and clone evaluated on the same {EPISODES} "
             f"episodes (environment seed {EVAL_SEED}, sampled actions).",
             "",
             *lines,
             "",
-            f"Median BC / expert over these runs: {statistics.median(ratios):.3f}.",
+            f"Median BC / {who} over these runs: {statistics.median(ratios):.3f}.",
         ]
     )
     print(body)
     if args.write:
-        replace_section("Behaviour cloning from scripted experts (benchmarks/imitation.py)", body)
+        source = "a PPO agent" if args.agent else "scripted experts"
+        replace_section(f"Behaviour cloning from {source} (benchmarks/imitation.py)", body)
 
 
 if __name__ == "__main__":
