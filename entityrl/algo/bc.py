@@ -22,7 +22,7 @@ from entityrl.ragged import RaggedArray
 
 @dataclass
 class BCConfig:
-    """Behaviour cloning from recordings (algo=bc)."""
+    """Behaviour cloning from recordings (algo=bc), or alongside PPO (bc.strength)."""
 
     demos: list[str] = field(default_factory=list)
     """Recordings to learn from (entityrl.recording files of the config's environment)."""

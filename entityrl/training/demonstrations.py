@@ -14,6 +14,7 @@ from entityrl.env.vec_env import VecEnv
 from entityrl.env.vec_obs import VecObs
 from entityrl.nn.rogue_net import RogueNet
 from entityrl.ragged import RaggedArray
+from entityrl.training.config import ConfigError
 
 if TYPE_CHECKING:
     from entityrl.recording import Episode
@@ -78,8 +79,13 @@ class DemonstrationLoss:
     falling linearly to 0 over ``bc.anneal_steps`` environment steps (if set)."""
 
     def __init__(self, bc: BCConfig, env: VecEnv, seed: int) -> None:
+        from entityrl.recording import RecordingError
+
         self.bc = bc
-        self.data = join(load_episodes(bc.demos, env, bc.max_episodes), env)
+        try:
+            self.data = join(load_episodes(bc.demos, env, bc.max_episodes), env)
+        except RecordingError as err:  # reported like any other bad setting of a PPO run
+            raise ConfigError(f"bc.demos (for bc.strength={bc.strength}): {err}") from None
         self.rng = np.random.default_rng(seed)
 
     def strength(self, step: int) -> float:
