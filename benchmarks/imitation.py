@@ -103,7 +103,8 @@ def main() -> None:
             f"{r['seconds']:.0f} |"
         )
     ratios = [float(r["clone"]) / float(r["expert"]) for r in rows]
-    settings = "; ".join(f"{n}: {' '.join(s)}" for n, (_, _, s) in CASES.items())
+    names = list(dict.fromkeys(str(r["env"]) for r in rows))
+    settings = "; ".join(f"{n}: {' '.join(CASES[n][2])}" for n in names)
     body = "\n".join(
         [
             f"Command: `python benchmarks/imitation.py --seeds {' '.join(map(str, args.seeds))}"
@@ -111,7 +112,7 @@ def main() -> None:
             "",
             f"Machine: {machine()}; torch threads {args.threads}.",
             "",
-            f"{who.capitalize()} episodes recorded with seed 0"
+            f"{who[0].upper()}{who[1:]} episodes recorded with seed 0"
             + (
                 " (the agent: PPO with the shipped config, seed 1, sampled actions)"
                 if args.agent
