@@ -153,6 +153,10 @@ class TrainConfig:
         require_positive("", total_timesteps=self.total_timesteps)
         if self.algo not in ALGORITHMS:
             raise ConfigError(f"algo must be one of {', '.join(ALGORITHMS)}; got {self.algo!r}")
+        if (self.algo == "bc" or self.bc.strength) and not self.bc.demos:
+            raise ConfigError(
+                "bc.demos is empty: behaviour cloning needs recordings (bc.demos=[FILE, ...])"
+            )
         check_device_setting(self.device)
         if self.torch_threads < 0:
             raise ConfigError(f"torch_threads must be >= 0, got {self.torch_threads}")

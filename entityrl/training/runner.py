@@ -36,6 +36,7 @@ from entityrl.nn.rogue_net import RogueNet
 from entityrl.training import checkpoint as ckpt
 from entityrl.training.callbacks import Callback
 from entityrl.training.config import TrainConfig, load_config, to_dict, to_yaml
+from entityrl.training.demonstrations import DemonstrationLoss
 from entityrl.training.init_from import load_initial_weights
 from entityrl.training.periodic_eval import BEST_FILE, PeriodicEvaluator
 from entityrl.training.progress import ProgressReporter
@@ -183,6 +184,9 @@ class Trainer:
         self.sampler = make_sampler(
             self.env, self.net, config.rollout.steps, self.rng, self.generator
         )
+        self.demonstrations = (
+            DemonstrationLoss(config.bc, self.env, config.seed) if config.bc.strength else None
+        )
         self.step = 0
         self.iteration = 0
         self.recent_returns: collections.deque[float] = collections.deque(maxlen=100)
@@ -292,6 +296,11 @@ class Trainer:
         stats = ppo_update(
             self.net, self.optimizer, rollout, cfg.ppo, cfg.optim, ent_coef, self.rng, self.reducer
         )
+        extra: dict[str, float] = {}
+        if self.demonstrations is not None:
+            extra = self.demonstrations.update(
+                self.net, self.optimizer, self.step, lr, cfg.optim.bs, cfg.optim.max_grad_norm
+            )
         # Statistics change only between iterations, so the log-probabilities stored during a
         # rollout match what the update recomputes.
         self.net.update_normalizers(rollout.obs, self.combine)
@@ -317,6 +326,7 @@ class Trainer:
         metrics["perf/sps"] = rollout.num_rows * self.reducer.world_size / (finished - started)
         metrics["perf/rollout_seconds"] = collected - started
         metrics["perf/update_seconds"] = finished - collected
+        metrics.update(extra)
         return metrics
 
     def _check_in_sync(self) -> None:
