@@ -24,6 +24,7 @@ def generate(rules: Rules, state: WorldState, envs: IntArray, rng: np.random.Gen
     state.dropped[envs] = False
     state.drop_count[envs] = 0
     state.event_counts[envs] = 0
+    state.action_ok[envs] = True
     _creatures(rules, state, envs, rng)
 
 
