@@ -121,11 +121,11 @@ class Simulation:
         # Buffs and abilities as of the new time, equipment and place, before the creatures act.
         self.refresh(np.arange(n))
         self._creatures_act()
-        change = s.buffs.astype(np.float64) @ r.buffs.meter_effects
+        change = s.buffs.astype(np.float64) @ r.buffs.meter_effects - r.meter_decay
         np.clip(s.meters + change, 0, r.meter_max, out=s.meters)
         happened = np.flatnonzero(events >= 0)
         s.event_counts[happened, events[happened]] += 1
-        died = ((s.meters <= 0) & r.meters_used).any(axis=1)
+        died = ((s.meters <= 0) & r.meter_death).any(axis=1)
         return StepOutcome(events, gained, died)
 
     # ---------------------------------------------------------------- the agent's action

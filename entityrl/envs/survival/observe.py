@@ -33,7 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from entityrl.env.spaces import Entity, ObsSpace
-from entityrl.envs.survival.config import METERS, STATS, ItemKind, SurvivalConfigError
+from entityrl.envs.survival.config import STATS, ItemKind, SurvivalConfigError
 from entityrl.envs.survival.rules import (
     ATTACK_RANGE,
     REACH,
@@ -103,7 +103,7 @@ class Observer:
             return self._fixed_names()
         r = self.rules
         items = r.items
-        names = [m for m, used in zip(METERS, r.meters_used, strict=True) if used]
+        names = [m for m, used in zip(r.meter_names, r.meters_used, strict=True) if used]
         names += list(STATS)
         names += [f"carrying_{i}" for i in items.names] + ["load"]
         names += [f"wearing_{items.names[i]}" for i in items.of_kind(ItemKind.equipment)]
@@ -118,7 +118,7 @@ class Observer:
     def _agent_names(self) -> list[str]:
         """Figure 6's block 1 and Figure 7's agent state: meters, abilities, action result."""
         r = self.rules
-        meters = [m for m, used in zip(METERS, r.meters_used, strict=True) if used]
+        meters = [m for m, used in zip(r.meter_names, r.meters_used, strict=True) if used]
         return [*meters, *STATS, "action_ok"]
 
     def _fixed_names(self) -> list[str]:

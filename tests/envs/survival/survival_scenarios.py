@@ -10,7 +10,7 @@ from omegaconf import OmegaConf
 
 from entityrl.env import VecObs
 from entityrl.envs.survival import SurvivalWorld
-from entityrl.envs.survival.config import METERS, load_config
+from entityrl.envs.survival.config import load_config
 from entityrl.ragged import RaggedArray
 
 CENTRE = 16
@@ -52,11 +52,11 @@ def place(env: SurvivalWorld, creature: str, dx: int, dy: int, copy: int = 0) ->
 
 
 def meter(env: SurvivalWorld, name: str, copy: int = 0) -> float:
-    return float(env.state.meters[copy, METERS.index(name)])
+    return float(env.state.meters[copy, env.rules.meter_names.index(name)])
 
 
 def set_meter(env: SurvivalWorld, name: str, value: float) -> None:
-    env.state.meters[:, METERS.index(name)] = value
+    env.state.meters[:, env.rules.meter_names.index(name)] = value
 
 
 def carry(env: SurvivalWorld, item: str, count: int) -> None:
