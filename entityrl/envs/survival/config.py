@@ -205,6 +205,9 @@ class RewardConfig:
     dense: DenseRewardConfig = field(default_factory=DenseRewardConfig)
     # Sparse: reward for consuming each listed item, nothing else.
     sparse: dict[str, float] = field(default_factory=dict)
+    # Whether consuming pays the sparse reward even when it refills nothing (every meter it
+    # acts on already full). The paper rewards consuming meat or water with no condition.
+    sparse_when_full: bool = True
     # Very sparse: this reward when the agent dies, nothing else.
     very_sparse: float = -1.0
 

@@ -46,7 +46,8 @@ class Intent:
     """The action of every copy, already checked legal: ``verb``; its item, recipe or slot
     (``param``); the creature or drop slot it aims at (``target``); the move (``dx``, ``dy``);
     how many units to consume, pick up or discard, or how many times to craft (``count``, the
-    second parameter of the paper's Figure 9; ``None``: one)."""
+    second parameter of the paper's Figure 9; ``None``: one, and a pickup takes the whole
+    stack)."""
 
     verb: IntArray
     param: IntArray
@@ -111,8 +112,6 @@ class Simulation:
         events = np.full(n, -1, dtype=np.int64)
         gained = np.zeros((n, len(self.rules.meter_max)), dtype=np.float64)
         s, r = self.state, self.rules
-        if intent.count is None:
-            intent.count = np.ones(n, dtype=np.int64)
         s.action_ok[:] = True
         self._act(intent, events, gained)
         self._advance_clock()
@@ -183,7 +182,8 @@ class Simulation:
         slots = intent.target[envs]
         items = s.drop_item[envs, slots]
         room = self.rules.capacity - s.backpack[envs].sum(axis=1)
-        wanted = self._count(envs, intent)
+        # Without a count, the whole stack (as far as the backpack has room).
+        wanted = self._count(envs, intent, s.drop_count[envs, slots])
         taken = np.minimum(np.minimum(s.drop_count[envs, slots], room), wanted)
         s.action_ok[envs] = taken == wanted
         s.backpack[envs, items] += taken
@@ -253,8 +253,11 @@ class Simulation:
     ) -> None:
         self._take(envs, intent.param[envs], self._count(envs, intent))
 
-    def _count(self, envs: IntArray, intent: Intent) -> IntArray:
-        assert intent.count is not None, "step() fills in the count"
+    @staticmethod
+    def _count(envs: IntArray, intent: Intent, default: IntArray | int = 1) -> IntArray:
+        """The units (or times) the action asks for; ``default`` when it gives no count."""
+        if intent.count is None:
+            return np.broadcast_to(np.asarray(default, dtype=np.int64), envs.shape)
         return np.maximum(intent.count[envs], 1)
 
     def _take(self, envs: IntArray, items: IntArray, wanted: IntArray) -> IntArray:

@@ -155,3 +155,17 @@ def test_the_basic_buff_lowers_temperature_every_step() -> None:
     do(env, env.refresh(), "idle")
     temperature = env.state.meters[:, env.rules.meter_names.index("temperature")]
     np.testing.assert_allclose(temperature, [20 - 0.5 + 1, 20 - 0.5 - 0.5])
+
+
+# ---------------------------------------------------------------------------- sparse reward
+def test_sparse_reward_at_a_full_meter_is_a_config_option() -> None:
+    paid = []
+    for when_full in (True, False):
+        env = empty_world(
+            reward="sparse", overrides={"rewards": {"sparse_when_full": when_full}}, copies=2
+        )
+        carry(env, "water", 1)
+        env.state.meters[1, 1] = 50  # copy 1 is thirsty, copy 0 is not
+        obs = do(env, env.refresh(), "consume water")
+        paid.append(obs.reward.tolist())
+    assert paid == [[1.0, 1.0], [0.0, 1.0]]

@@ -147,8 +147,14 @@ def test_count_discards_and_picks_up_that_many() -> None:
     del obs
 
 
-def test_without_max_count_there_is_no_count_action() -> None:
-    assert "count" not in SurvivalWorld(1).action_space
+def test_without_a_count_a_pickup_takes_the_whole_stack() -> None:
+    env = empty_world()
+    assert "count" not in env.action_space
+    env.simulation._drop(
+        np.array([0]), np.array([CENTRE]), np.array([CENTRE]), np.array([[3, 0, 0, 0]])
+    )
+    do(env, env.refresh(), "pickup")
+    assert carrying(env, "water") == 3 and env.state.action_ok[0]
 
 
 # ---------------------------------------------------------------------------- Figure 10
