@@ -8,7 +8,7 @@ learning curves over the seeds, one panel per setting) to ``docs/images/eden_<st
 table to the section "Results: <title>" of ``docs/survival.md``.
 
 usage: python experiments/eden/run.py STUDY [--seeds 1 2 3] [--steps 2000000] [--episodes 100]
-       [--jobs 1] [--threads 1] [--out DIR] [--no-report]
+       [--jobs 1] [--threads 1] [--out DIR] [--runs TEXT] [--no-report]
        python experiments/eden/run.py STUDY --commands   (the equivalent ``entityrl train`` lines)
        python experiments/eden/run.py --list
 """
@@ -272,6 +272,9 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1, help="runs trained at the same time")
     parser.add_argument("--out", type=Path, help="keep the run directories here")
     parser.add_argument(
+        "--runs", metavar="TEXT", help="only the runs whose name contains TEXT (see --commands)"
+    )
+    parser.add_argument(
         "--no-report",
         action="store_true",
         help="only print each run's summary (for smoke runs): no results/, docs/ or figure",
@@ -283,6 +286,8 @@ def main() -> None:
             print(f"{name}: {study.title}: {len(study.runs)} runs per seed")
         return
     study = STUDIES[args.study]
+    if args.runs:
+        study = Study(study.title, tuple(r for r in study.runs if args.runs in r.name))
     if args.commands:
         for run in study.runs:
             for seed in args.seeds:
