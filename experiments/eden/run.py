@@ -192,12 +192,13 @@ def plot(study: Study, results: list[dict], path: Path) -> None:
                 continue
             grid = np.linspace(0, min(c[-1][0] for c in curves), 50)
             for row, field in ((0, 1), (1, 2)):
+                # Points where the log has no value for this field are left out, not zeroed.
+                known = [[p for p in c if p[field] is not None] for c in curves]
                 ys = np.array(
-                    [
-                        np.interp(grid, [p[0] for p in c], [p[field] or 0.0 for p in c])
-                        for c in curves
-                    ]
+                    [np.interp(grid, [p[0] for p in k], [p[field] for p in k]) for k in known if k]
                 )
+                if not ys.size:
+                    continue
                 ax = axes[row, column]
                 ax.plot(grid, ys.mean(axis=0), label=label)
                 ax.fill_between(grid, ys.min(axis=0), ys.max(axis=0), alpha=0.2)
