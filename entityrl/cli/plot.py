@@ -153,7 +153,8 @@ def _draw(runs: dict[str, Records], names: Sequence[str]) -> Figure:
     axes = figure.subplots(rows, columns, squeeze=False).ravel()
     for ax, name in zip(axes, names, strict=False):
         for label, records in runs.items():
-            points = [(r["step"], r[name]) for r in records if name in r]
+            # null: a value that was not a finite number (see RunLog.log).
+            points = [(r["step"], r[name]) for r in records if r.get(name) is not None]
             if points:
                 steps, values = zip(*points, strict=True)
                 ax.plot(steps, values, label=label)

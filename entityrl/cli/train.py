@@ -8,10 +8,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from entityrl.cli.arguments import USAGE_ERROR
+from entityrl.cli.arguments import RUNTIME_ERROR, USAGE_ERROR
+from entityrl.env.process_vec_env import EnvWorkerError
+from entityrl.env.validator import EnvValidationError
 from entityrl.nn.device import DeviceError
-from entityrl.training.checkpoint import CheckpointError
+from entityrl.training.checkpoint import CHECKPOINT_FILE, CheckpointError, load_checkpoint
 from entityrl.training.config import ConfigError, TrainConfig, describe, load_config, to_yaml
+from entityrl.training.finite import NonFiniteError
 
 if TYPE_CHECKING:
     from entityrl.training.runner import TrainResult
@@ -47,6 +50,13 @@ def run(args: argparse.Namespace) -> int:
     if source is not None and "=" in source and not Path(source).exists():
         overrides.insert(0, source)
         source = None
+    if args.resume and not (Path(args.resume) / CHECKPOINT_FILE).is_file():
+        print(
+            f"entityrl train: error: --resume {args.resume}: not a run directory (expected a "
+            f"directory holding {CHECKPOINT_FILE} and config.yaml, as entityrl train writes)",
+            file=sys.stderr,
+        )
+        return USAGE_ERROR
     if source is None and args.resume:
         source = str(Path(args.resume) / "config.yaml")
     if source is None:
@@ -65,7 +75,11 @@ def run(args: argparse.Namespace) -> int:
     except (CheckpointError, ConfigError, DeviceError) as err:
         print(f"entityrl train: error: {err}", file=sys.stderr)
         return USAGE_ERROR
-    result = trainer.run()
+    try:
+        result = trainer.run()
+    except (EnvWorkerError, EnvValidationError, NonFiniteError) as err:
+        print(f"entityrl train: error: {err}; {last_checkpoint(trainer.run_dir)}", file=sys.stderr)
+        return RUNTIME_ERROR
     state = "interrupted" if result.interrupted else "finished"
     shown = "n/a" if result.mean_return is None else f"{result.mean_return:.3f}"
     print(
@@ -74,6 +88,18 @@ def run(args: argparse.Namespace) -> int:
         f"run directory: {result.run_dir}\n" + next_commands(config, result)
     )
     return 0
+
+
+def last_checkpoint(run_dir: Path) -> str:
+    """Where a failed run can continue from, for its error line."""
+    try:
+        step = load_checkpoint(run_dir)["step"]
+    except CheckpointError:
+        return f"no checkpoint was written to {run_dir}"
+    return (
+        f"the last checkpoint, of step {step:,}, is kept: continue with "
+        f"`entityrl train --resume {shlex.quote(str(run_dir))}`"
+    )
 
 
 def next_commands(config: TrainConfig, result: TrainResult) -> str:

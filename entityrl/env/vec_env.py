@@ -139,22 +139,24 @@ class SerialVecEnv(VecEnv):
         self.envs: list[Environment] = envs
         self.num_envs = num_envs
         self.obs_space = envs[0].obs_space()
-        self.action_space = dict(envs[0].action_space())
+        action_space = envs[0].action_space()
         # Environments wrapping another API are stepped in it, skipping a translation of every
         # observation and action (see NativeStepping). Validation checks entityrl's own
         # observations: its wrappers are not NativeStepping.
         self._native = all(isinstance(env, NativeStepping) for env in envs)
         make_actions = envs[0].native_actions if self._native else None  # type: ignore[attr-defined]
-        self.batcher = Batcher(self.obs_space, self.action_space, make_actions)
         # Observations in another API's classes are that API's to check; validated
-        # environments check themselves fully on every step.
+        # environments check themselves fully on every step. Built first: it validates the
+        # spaces the batcher reads.
         self.checks = StepChecks(
             self.obs_space,
-            self.action_space,
+            action_space,
             type(envs[0].env if validate else envs[0]).__name__,  # type: ignore[attr-defined]
             first_env=seed_offset,
             full_steps=0 if validate or self._native else FULLY_VALIDATED_STEPS,
         )
+        self.action_space = self.checks.action_space
+        self.batcher = Batcher(self.obs_space, self.action_space, make_actions)
         self.episodes = EpisodeTracker(num_envs)
         self._observations: list[Observation] = []
         # Each environment's metrics so far this episode: the latest value of each is reported

@@ -162,6 +162,8 @@ def load_config(
             try:
                 lookup(str(source))
             except KeyError as err:
+                if ":" in str(source):  # an import path: the error says what is wrong with it
+                    raise ConfigError(err.args[0]) from None
                 raise ConfigError(
                     f"{source!r} is neither a config file nor a registered environment: "
                     f"{err.args[0]}"

@@ -57,9 +57,11 @@ class RunLog:
         text = "".join(json.dumps(r) + "\n" for r in kept)
         atomic_write(self.path, lambda f: f.write(text), mode="w")
 
-    def log(self, step: int, metrics: dict[str, float]) -> None:
+    def log(self, step: int, metrics: dict[str, float | None]) -> None:
+        """One record; a missing or non-finite value is written as null (JSON has no NaN),
+        so every field logged shows in every record."""
         clean = {k: float(v) for k, v in metrics.items() if v is not None and math.isfinite(v)}
-        record = {"step": step, "time": time.time(), **clean}
+        record = {"step": step, "time": time.time(), **{k: clean.get(k) for k in metrics}}
         self._file.write(json.dumps(record) + "\n")
         self._file.flush()
         if self._writer is not None:
