@@ -97,6 +97,9 @@ def _import_class(path: str) -> type[Environment] | type[BatchedEnvironment]:
         raise KeyError(f"cannot import environment {path!r}: {err}") from None
     if not (isinstance(cls, type) and issubclass(cls, (Environment, BatchedEnvironment))):
         raise KeyError(f"{path!r} is not an Environment or BatchedEnvironment class")
+    if inspect.isabstract(cls):
+        missing = ", ".join(f"{name}()" for name in sorted(cls.__abstractmethods__))
+        raise KeyError(f"{path!r} is an abstract class: it does not implement {missing}")
     return cls
 
 
