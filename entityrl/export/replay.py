@@ -28,7 +28,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from entityrl.env.spaces import spaces_to_data
+from entityrl.env.space_data import spaces_to_data
 from entityrl.env.vec_env import VecEnv
 from entityrl.env.vec_obs import VecObs, VecSelectEntityMask
 from entityrl.ragged import RaggedArray
