@@ -157,6 +157,8 @@ def run_check(args: argparse.Namespace) -> int:
     print(f"  items: {', '.join(rules.items.names)}")
     print(f"  recipes: {', '.join(rules.items.names[o] for o in rules.recipes.outputs) or 'none'}")
     print(f"  buffs: {', '.join(rules.buffs.names) or 'none'}")
+    meters = [m for m, used in zip(rules.meter_names, rules.meters_used, strict=True) if used]
+    print(f"  meters: {', '.join(meters)}")
     print(f"  life limit {cfg.agent.life_limit}, horizon {cfg.horizon}")
     print(f"  tasks: {', '.join(f'{n} ({e})' for n, e in cfg.tasks.items()) or 'none'}")
     return 0

@@ -6,8 +6,11 @@ Two action modes:
   attack, collect, pickup, consume / synthesize / equip / discard an item, unequip a slot);
   ``attack``, ``collect`` and ``pickup`` are select-entity actions whose candidates are the
   creatures and item stacks in range, and whose choice is used when the verb asks for it.
+  With ``max_count`` > 1 a ``count`` action gives the units (or times) a consume, pickup,
+  discard or craft asks for: the paper's Figure 9.
 - ``simple``: the paper's nine global actions, each aimed automatically (attack the nearest
-  prey, collect what the backpack lacks most, move toward the nearest prey, ...).
+  prey, collect what the backpack lacks most, move toward the nearest prey, ...), some of them
+  optionally expanded into explicit choices (:data:`EXPANSIONS`, the paper's Figure 10).
 
 Masks offer only legal actions, so the simulation never has to reject one.
 """

@@ -144,6 +144,8 @@ def test_the_fatigue_world_is_measured_by_the_metrics_command(
     assert main([*args, "--max-steps", "80", "--actions", "simple"]) == 0
     out = capsys.readouterr().out
     assert "chew a herb" in out and "consume:herb" in out
+    assert main(["survival", "check", str(FATIGUE)]) == 0
+    assert "  meters: satiety, thirst, hp, fatigue" in capsys.readouterr().out
 
 
 # ---------------------------------------------------------------------------- temperature
