@@ -4,15 +4,17 @@
 The observation: CherryPick with 24 cherries and the player (25 entities), a select-entity
 action; the network: d_model 32, 2 layers, 2 heads (untrained: weights do not change the
 time). Each path decides CALLS times per run after a warm-up; p50 and p99 are per run, and the
-table gives the median over RUNS runs. The same decision in the browser (onnxruntime-web) is
-measured by benchmarks/web_inference.py.
+table gives the median over RUNS runs. With --browser, the same decision also runs in the page
+of web/ (onnxruntime-web, WASM, one thread) in headless Chromium, as the browser tests drive
+it (needs Chromium, `npm ci` in web/ and the 'web' extra).
 
-usage: python benchmarks/inference.py [--calls 3000] [--runs 5] [--write]
+usage: python benchmarks/inference.py [--calls 3000] [--runs 5] [--browser] [--write]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -74,19 +76,54 @@ def paths(model: Path) -> dict[str, Callable[[], object]]:
             agent.act(batcher.batch([obs])), [obs]
         ),
         "`entityrl.inference` `policy.act(obs)` (validated)": lambda: checked.act(obs),
+        "  of which: Observation -> model inputs (validation, `Batcher`, `model_inputs`)": lambda: (
+            model_inputs(checked._batch([obs]), 0, checked.action_space)
+        ),
+        "  of which: onnxruntime `session.run` alone (inputs ready)": lambda: session.run(
+            None, feeds
+        ),
         "`entityrl.inference` `policy.act(obs)`, check=False": lambda: unchecked.act(obs),
-        "onnxruntime `session.run` alone (inputs ready)": lambda: session.run(None, feeds),
     }
+
+
+def browser_runs(model: Path, calls: int, runs: int) -> list[tuple[float, float]]:
+    """p50 and p99 (seconds) of each run of ``calls`` decisions in the page."""
+    sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "web"))
+    from browser import browser_page, missing_requirements, serve
+
+    missing = missing_requirements()
+    if missing:
+        sys.exit(f"--browser: {missing}")
+    env = CherryPick(num_cherries=CHERRIES)
+    env.seed(0)
+    obs = env.reset()
+    observation = {
+        "features": {name: np.asarray(rows).tolist() for name, rows in obs.features.items()},
+        "actions": {"Pick Cherry": {"actor_types": ["Player"], "actee_types": ["Cherry"]}},
+    }
+    figures = []
+    with serve(model.parent) as url, browser_page() as page:
+        page.goto(f"{url}/index.html?model=/files/{model.name}")
+        page.wait_for_selector("body[data-ready=true]")
+        for _ in range(runs):
+            times = page.evaluate(
+                "([obs, calls]) => window.entityrl.timeDecisions(obs, calls)", [observation, calls]
+            )
+            ms = np.array(times)
+            figures.append((np.percentile(ms, 50) / 1e3, np.percentile(ms, 99) / 1e3))
+    return figures
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=3000)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--browser", action="store_true", help="also time the page of web/")
     parser.add_argument("--write", action="store_true", help="update benchmarks/RESULTS.md")
     args = parser.parse_args()
     torch.set_num_threads(1)
     note_if_peer_missing()
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         model = Path(tmp) / "agent.onnx"
         env = CherryPick(num_cherries=CHERRIES)
@@ -97,6 +134,9 @@ def main() -> None:
         for _ in range(args.runs):
             for label, fn in paths(model).items():
                 runs.setdefault(label, []).append(percentiles(fn, args.calls))
+        if args.browser:
+            label = "browser: onnxruntime-web (WASM, 1 thread) `policy.decide(obs)` in Chromium"
+            runs[label] = browser_runs(model, args.calls, args.runs)
     if peer_available():
         peer = run_peer("inference_peer.py", CHERRIES, D_MODEL, args.calls, args.runs)
         runs["rogue-net 0.1.9: Observation -> `batch_obs` -> `get_action_and_auxiliary`"] = [
@@ -112,7 +152,10 @@ def main() -> None:
         replace_section(
             "Inference latency: one decision (benchmarks/inference.py)",
             f"Command: `python benchmarks/inference.py --calls {args.calls} --runs {args.runs} "
-            f"--write`\n\nMachine: {machine()}; onnxruntime and torch on 1 thread.\n\n"
+            f"{'--browser ' if args.browser else ''}--write`\n\nMachine: {machine()}; "
+            f"onnxruntime and torch on 1 thread; load average {load_before:.1f} before and "
+            f"{os.getloadavg()[0]:.1f} after the run (the machine is shared: the figures of "
+            "one run are comparable with each other, not with other runs).\n\n"
             f"One CherryPick observation ({CHERRIES} cherries and the player: "
             f"{CHERRIES + 1} entities, a select-entity action), d_model {D_MODEL}, 2 layers, "
             f"2 heads. p50 and p99 of {args.calls:,} decisions per run, median over "

@@ -13,13 +13,16 @@ from dataclasses import dataclass, field
 
 import torch
 
+from entityrl.algo.optimizer import FlatOptimizer
 from entityrl.algo.ppo import require_positive
-from entityrl.nn.rogue_net import PolicyOutput
+from entityrl.env.vec_obs import VecObs
+from entityrl.nn.rogue_net import PolicyOutput, RogueNet
+from entityrl.ragged import RaggedArray
 
 
 @dataclass
 class BCConfig:
-    """Behaviour cloning from recordings (algo=bc)."""
+    """Behaviour cloning from recordings (algo=bc), or alongside PPO (bc.strength)."""
 
     demos: list[str] = field(default_factory=list)
     """Recordings to learn from (entityrl.recording files of the config's environment)."""
@@ -37,15 +40,32 @@ class BCConfig:
     (0: none)."""
     eval_envs: int = 16
     """Environments played side by side for those episodes."""
+    strength: float = 0.0
+    """With algo=ppo: behaviour cloning on bc.demos alongside PPO (0: off). After every PPO
+    update, bc.batches minibatch steps on the demonstrations with the learning rate scaled by
+    this strength."""
+    anneal_steps: int = 0
+    """With algo=ppo and bc.strength: the strength falls linearly to 0 over this many
+    environment steps (0: it stays constant)."""
+    batches: int = 4
+    """With algo=ppo and bc.strength: minibatches of optim.bs demonstration steps per
+    iteration."""
 
     def __post_init__(self) -> None:
-        require_positive("bc", epochs=self.epochs, patience=self.patience, eval_envs=self.eval_envs)
+        require_positive(
+            "bc",
+            epochs=self.epochs,
+            patience=self.patience,
+            eval_envs=self.eval_envs,
+            batches=self.batches,
+        )
         if not 0 < self.val_fraction < 1:
             raise ValueError(f"bc.val_fraction must be in (0, 1), got {self.val_fraction}")
         if self.max_episodes is not None:
             require_positive("bc", max_episodes=self.max_episodes)
-        if self.eval_episodes < 0:
-            raise ValueError(f"bc.eval_episodes must be >= 0, got {self.eval_episodes}")
+        for name in ("eval_episodes", "strength", "anneal_steps"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"bc.{name} must be >= 0, got {getattr(self, name)}")
 
 
 @dataclass
@@ -72,3 +92,18 @@ def bc_terms(out: PolicyOutput) -> BCTerms:
     # One transfer from the device for all the statistics.
     sums = torch.stack(list(per_action.values())).tolist() if per_action else []
     return BCTerms(total, dict(zip(per_action, sums, strict=True)), actors)
+
+
+def bc_step(
+    net: RogueNet,
+    optimizer: FlatOptimizer,
+    obs: VecObs,
+    actions: dict[str, RaggedArray],
+    max_grad_norm: float,
+) -> BCTerms:
+    """One gradient step on the mean negative log-likelihood of ``actions`` taken in ``obs``."""
+    terms = bc_terms(net.evaluate(obs, actions))
+    optimizer.zero_grad()
+    (terms.total / max(sum(terms.actors.values()), 1)).backward()
+    optimizer.step(max_grad_norm)
+    return terms

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from entityrl.env.validator import EnvValidationError
 from entityrl.env.vec_env import EnvFactory, SerialVecEnv, VecEnv, check_actions, split_rows
 from entityrl.env.vec_obs import VecObs
 from entityrl.ragged import RaggedArray
@@ -49,6 +50,9 @@ def _worker(
         if wrap is not None:
             envs = wrap(envs)
         reply: tuple[str, Any] = ("ok", (envs.obs_space, envs.action_space))
+    except EnvValidationError as err:
+        _reply(conn, ("invalid", str(err)))
+        return
     except BaseException:
         _reply(conn, ("error", traceback.format_exc()))
         return
@@ -78,6 +82,9 @@ def _worker(
             return
         try:
             reply = ("ok", handlers[command](payload))
+        except EnvValidationError as err:
+            # The environment broke a rule: the message says all; its traceback is entityrl's.
+            reply = ("invalid", str(err))
         except BaseException:
             reply = ("error", traceback.format_exc())
 
@@ -178,9 +185,11 @@ class ProcessVecEnv(VecEnv):
             raise EnvWorkerError(
                 f"{self._describe(k)} died unexpectedly while {doing} ({reason})"
             ) from None
+        if status != "ok" and fatal:
+            self.close()
+        if status == "invalid":
+            raise EnvValidationError(payload)
         if status == "error":
-            if fatal:
-                self.close()
             raise EnvWorkerError(
                 f"{self._describe(k)} raised an exception while {doing}; its traceback:\n{payload}"
             )

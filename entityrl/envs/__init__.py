@@ -100,10 +100,13 @@ def _import_class(path: str) -> type[Environment] | type[BatchedEnvironment]:
         raise KeyError(f"cannot import environment {path!r}: {err}") from None
     if not (isinstance(cls, type) and issubclass(cls, (Environment, BatchedEnvironment))):
         raise KeyError(f"{path!r} is not an Environment or BatchedEnvironment class")
+    if inspect.isabstract(cls):
+        missing = ", ".join(f"{name}()" for name in sorted(cls.__abstractmethods__))
+        raise KeyError(f"{path!r} is an abstract class: it does not implement {missing}")
     return cls
 
 
-def _adapter(library: str, env_id: str) -> type[Environment]:
+def _adapter(library: str, env_id: str) -> type[Environment] | type[BatchedEnvironment]:
     try:
         module = importlib.import_module(ADAPTERS[library])
     except ImportError as err:
@@ -161,7 +164,7 @@ def make_vec(
     cls = lookup(name)
     check_kwargs(name, kwargs)
     if issubclass(cls, BatchedEnvironment):
-        env = cls(num_envs=num_envs, seed=seed, **kwargs)  # type: ignore[call-arg]
+        env = cls(num_envs=num_envs, seed=seed, **_constructor_kwargs(name, kwargs))  # type: ignore[call-arg]
         # Set after construction: a subclass need not pass the option on to the base class.
         env.validate = validate
         return env if wrap is None else wrap(env)

@@ -59,6 +59,9 @@ class OnnxPolicy:
     ) -> None:
         import onnxruntime as ort
 
+        if threads < 1:
+            raise ValueError(f"threads must be >= 1, got {threads}")
+        where = "the model" if isinstance(model, bytes) else str(model)
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
@@ -68,14 +71,13 @@ class OnnxPolicy:
         try:
             self.session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
         except Exception as err:  # onnxruntime raises its own exception types
-            where = "the model" if isinstance(model, bytes) else str(model)
             raise PolicyFileError(
                 f"{where}: not an ONNX model onnxruntime can load ({err})"
             ) from None
         meta = self.session.get_modelmeta().custom_metadata_map
         if meta.get(signature.FORMAT_KEY) != signature.FORMAT:
             raise PolicyFileError(
-                f"{model if not isinstance(model, bytes) else 'the model'}: not an entityrl policy "
+                f"{where}: not an entityrl policy "
                 f"(expected metadata {signature.FORMAT_KEY}={signature.FORMAT!r}, got "
                 f"{meta.get(signature.FORMAT_KEY)!r}); export one with `entityrl export RUN_DIR`"
             )

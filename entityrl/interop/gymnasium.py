@@ -34,6 +34,7 @@ from entityrl.env import (
     GlobalCategoricalActionMask,
     GlobalCategoricalActionSpace,
     Observation,
+    ObsSpace,
     VecCategoricalMask,
     VecEnv,
     VecObs,
@@ -77,8 +78,9 @@ class GymnasiumEnvironment(Environment):
         )
         self.action_rule = ActionRule(self.env.action_space, env_name=name)
         self._seed: int | None = None
+        self._last = np.zeros(len(self.observation_rule.obs_space.global_features), np.float32)
 
-    def obs_space(self) -> Any:
+    def obs_space(self) -> ObsSpace:
         return self.observation_rule.obs_space
 
     def action_space(self) -> dict[str, GlobalCategoricalActionSpace]:
@@ -92,6 +94,11 @@ class GymnasiumEnvironment(Environment):
         obs, _ = self.env.reset(seed=self._seed)
         self._seed = None
         return self._observe(obs)
+
+    def render(self) -> str:
+        """The latest observation's features, by name."""
+        names = self.observation_rule.obs_space.global_features
+        return "  ".join(f"{n}={v:.3g}" for n, v in zip(names, self._last, strict=True))
 
     def act(self, actions: Mapping[str, Action]) -> Observation:
         choices = np.array(
@@ -108,9 +115,10 @@ class GymnasiumEnvironment(Environment):
 
     def _observe(self, obs: Any, **step: Any) -> Observation:
         rule = self.observation_rule
+        self._last = rule.global_features(obs, 1)[0]
         return Observation(
             features={name: rows.data for name, rows in rule.entities(obs, 1).items()},
-            global_features=rule.global_features(obs, 1)[0],
+            global_features=self._last,
             actions={name: GlobalCategoricalActionMask() for name in self.action_rule.action_space},
             **step,
         )
@@ -298,7 +306,8 @@ class EntityGymnasiumEnv(gymnasium.Env[dict[str, Any], Any]):
         obs = self.env.act(actions)
         truncated = bool(obs.truncated)
         metrics = dict(obs.metrics)
-        return self._observe(obs), float(obs.reward), obs.done and not truncated, truncated, metrics
+        terminated = bool(obs.done) and not truncated
+        return self._observe(obs), float(obs.reward), terminated, truncated, metrics
 
     def _choices(self, name: str, values: npt.NDArray[np.int64]) -> RaggedArray:
         """The choice of every actor of action ``name`` this step, read from the padded slots."""

@@ -136,7 +136,7 @@ class MiniGridEnvironment(Environment):
         return values
 
     def render(self) -> str:
-        return str(self.env.unwrapped)
+        return self.env.unwrapped.pprint_grid()  # type: ignore[attr-defined,no-any-return]
 
     def close(self) -> None:
         self.env.close()

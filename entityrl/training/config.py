@@ -164,6 +164,10 @@ class TrainConfig:
         require_positive("", total_timesteps=self.total_timesteps)
         if self.algo not in ALGORITHMS:
             raise ConfigError(f"algo must be one of {', '.join(ALGORITHMS)}; got {self.algo!r}")
+        if (self.algo == "bc" or self.bc.strength) and not self.bc.demos:
+            raise ConfigError(
+                "bc.demos is empty: behaviour cloning needs recordings (bc.demos=[FILE, ...])"
+            )
         check_device_setting(self.device)
         if self.torch_threads < 0:
             raise ConfigError(f"torch_threads must be >= 0, got {self.torch_threads}")
@@ -227,6 +231,8 @@ def load_config(
             try:
                 lookup(str(source))
             except KeyError as err:
+                if ":" in str(source):  # an import path: the error says what is wrong with it
+                    raise ConfigError(err.args[0]) from None
                 raise ConfigError(
                     f"{source!r} is neither a config file nor a registered environment: "
                     f"{err.args[0]}"
@@ -239,8 +245,28 @@ def load_config(
         if "=" not in item:
             raise ConfigError(f"override {item!r} must look like key=value (e.g. ppo.gamma=0.9)")
     if overrides:
-        layers.append(OmegaConf.from_dotlist(list(overrides)))
+        layers.append(OmegaConf.from_dotlist([_integral_as_int(item) for item in overrides]))
     return from_layers(layers, check_env)
+
+
+def _integral_as_int(override: str) -> str:
+    """``total_timesteps=1e5`` as ``total_timesteps=100000``: an integral number written as a
+    float is accepted where a whole number is expected."""
+    key, _, value = override.partition("=")
+    try:
+        number = float(value)
+    except ValueError:
+        return override
+    if not number.is_integer() or _field_type(key.strip()) is not int:
+        return override
+    return f"{key}={int(number)}"
+
+
+def _field_type(path: str) -> Any:
+    """The declared type of the config field at a dotted path (None if there is none)."""
+    section, _, name = path.rpartition(".")
+    cls = _section(section)
+    return None if cls is None else typing.get_type_hints(cls).get(name)
 
 
 def from_layers(layers: list[Any], check_env: bool = True) -> TrainConfig:
@@ -285,16 +311,22 @@ def _explain(err: OmegaConfBaseException) -> str:
 
 def _fields_at(path: str) -> list[str]:
     """Field names of the config section at a dotted path ('' is the top level)."""
+    cls = _section(path)
+    return [] if cls is None else [f.name for f in dataclasses.fields(cls)]
+
+
+def _section(path: str) -> Any:
+    """The dataclass of the config section at a dotted path ('' is the top level), or None."""
     cls: Any = TrainConfig
     for part in filter(None, path.split(".")):
         if not dataclasses.is_dataclass(cls) or part not in {
             f.name for f in dataclasses.fields(cls)
         }:
-            return []
+            return None
         cls = _nested_dataclass(cls, part)
         if cls is None:
-            return []
-    return [f.name for f in dataclasses.fields(cls)]
+            return None
+    return cls
 
 
 def _nested_dataclass(owner: type, name: str) -> type | None:

@@ -16,23 +16,20 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from entityrl.algo.bc import bc_terms
+from entityrl.algo.bc import bc_step, bc_terms
 from entityrl.algo.optimizer import adam
-from entityrl.env.vec_env import VecEnv
-from entityrl.env.vec_obs import VecObs
 from entityrl.nn.device import resolve_device
 from entityrl.nn.rogue_net import RogueNet
-from entityrl.ragged import RaggedArray
 from entityrl.training import checkpoint as ckpt
 from entityrl.training.agent import Agent, evaluate
-from entityrl.training.config import TrainConfig, to_dict, to_yaml
+from entityrl.training.config import ConfigError, TrainConfig, to_dict, to_yaml
+from entityrl.training.demonstrations import load_episodes, split
 from entityrl.training.run_log import RunLog
 from entityrl.training.runner import (
     EnvSource,
@@ -41,50 +38,6 @@ from entityrl.training.runner import (
     make_env,
     torch_threads,
 )
-
-
-@dataclass
-class Demonstrations:
-    """Steps of recorded episodes, one row per step, and the actions taken in them."""
-
-    obs: VecObs
-    actions: dict[str, RaggedArray]
-    episodes: int
-
-    @property
-    def num_rows(self) -> int:
-        return self.obs.num_rows
-
-    def take(self, rows: np.ndarray) -> tuple[VecObs, dict[str, RaggedArray]]:
-        return self.obs.take(rows), {name: a.take(rows) for name, a in self.actions.items()}
-
-
-def load_demonstrations(
-    paths: list[str], env: VecEnv, max_episodes: int | None, val_fraction: float, seed: int
-) -> tuple[Demonstrations, Demonstrations]:
-    """Training and validation episodes of ``paths`` (checked against ``env``'s spaces);
-    the validation episodes are a random ``val_fraction`` of them (at least one)."""
-    from entityrl.recording import RecordingError, read_recordings
-
-    _, episodes = read_recordings(paths, env.obs_space, env.action_space)
-    episodes = episodes[:max_episodes]
-    if len(episodes) < 2:
-        raise RecordingError(
-            f"behaviour cloning needs at least 2 complete episodes (one to validate on); "
-            f"{', '.join(paths)} hold {len(episodes)}"
-        )
-    order = np.random.default_rng(seed).permutation(len(episodes))
-    held_out = max(1, round(val_fraction * len(episodes)))
-
-    def join(indices: np.ndarray) -> Demonstrations:
-        chosen = [episodes[i] for i in sorted(indices.tolist())]
-        obs = VecObs.concat([e.obs for e in chosen], env.choices)
-        actions = {
-            name: RaggedArray.concat([e.actions[name] for e in chosen]) for name in env.action_space
-        }
-        return Demonstrations(obs, actions, len(chosen))
-
-    return join(order[held_out:]), join(order[:held_out])
 
 
 class BCTrainer:
@@ -96,6 +49,8 @@ class BCTrainer:
         env: EnvSource | None = None,
         on_epoch: Callable[[dict[str, float]], None] | None = None,
     ) -> None:
+        if config.world_size > 1:
+            raise ConfigError("algo=bc trains in one process: set world_size=1")
         self.config = config
         self.on_epoch = on_epoch
         self.run_dir = Path(config.log.run_dir or default_run_dir(config))
@@ -109,9 +64,12 @@ class BCTrainer:
         # The environment gives the spaces the recordings must have and plays the evaluation
         # episodes.
         self.env = make_env(config, env, num_envs=bc.eval_envs)
-        self.train_data, self.val_data = load_demonstrations(
-            bc.demos, self.env, bc.max_episodes, bc.val_fraction, config.seed
-        )
+        try:
+            episodes = load_episodes(bc.demos, self.env, bc.max_episodes)
+            self.train_data, self.val_data = split(episodes, self.env, bc.val_fraction, config.seed)
+        except BaseException:
+            self.env.close()
+            raise
         self.net = RogueNet(
             self.env.obs_space, self.env.action_space, config.net, device=self.device
         )
@@ -137,11 +95,7 @@ class BCTrainer:
         counts: dict[str, int] = {}
         for start in range(0, order.shape[0], optim.bs):
             obs, actions = self.train_data.take(order[start : start + optim.bs])
-            terms = bc_terms(self.net.evaluate(obs, actions))
-            actors = max(sum(terms.actors.values()), 1)
-            self.optimizer.zero_grad()
-            (terms.total / actors).backward()
-            self.optimizer.step(optim.max_grad_norm)
+            terms = bc_step(self.net, self.optimizer, obs, actions, optim.max_grad_norm)
             _accumulate(sums, counts, terms.per_action, terms.actors)
             self.step += obs.num_rows
         return _means("train", sums, counts)

@@ -36,8 +36,11 @@ from entityrl.env.vec_env import EnvFactory, SerialVecEnv, VecEnv
 from entityrl.nn.device import resolve_device
 from entityrl.nn.rogue_net import RogueNet
 from entityrl.training import checkpoint as ckpt
+from entityrl.training import run_dir as run_dirs
 from entityrl.training.callbacks import Callback
 from entityrl.training.config import TrainConfig, load_config, to_dict, to_yaml
+from entityrl.training.demonstrations import DemonstrationLoss
+from entityrl.training.finite import check_update
 from entityrl.training.init_from import load_initial_weights
 from entityrl.training.periodic_eval import BEST_FILE, PeriodicEvaluator
 from entityrl.training.progress import ProgressReporter
@@ -104,7 +107,7 @@ def make_env(
 
 
 def default_run_dir(config: TrainConfig) -> Path:
-    return Path("runs") / f"{config.env.id}-{time.strftime('%Y%m%d-%H%M%S')}"
+    return run_dirs.default_run_dir(config.env.id)
 
 
 def torch_threads(config: TrainConfig) -> int | None:
@@ -171,6 +174,8 @@ class Trainer:
         self.run_dir = (
             Path(resume) if resume else Path(config.log.run_dir or default_run_dir(config))
         )
+        if not resume and self.rank == 0:
+            run_dirs.refuse_existing_run(self.run_dir)
         saved = ckpt.load_checkpoint(self.run_dir) if resume else None
         if saved is not None:
             _check_resumable(saved, config)
@@ -192,6 +197,9 @@ class Trainer:
         self.optimizer = adam(self.net, config.optim)
         self.sampler = make_sampler(
             self.env, self.net, config.rollout.steps, self.rng, self.generator
+        )
+        self.demonstrations = (
+            DemonstrationLoss(config.bc, self.env, config.seed) if config.bc.strength else None
         )
         self.step = 0
         self.iteration = 0
@@ -285,9 +293,9 @@ class Trainer:
             self.reward_scaler.load_state_dict(saved["reward_scale"][self.rank])
         if self.rnd is not None:
             self.rnd.load_state_dict(saved["rnd"][self.rank])
-        env_states = ckpt.load_env_state(self.run_dir)
+        env_states = ckpt.load_env_states(self.run_dir, saved)
         if env_states is not None:
-            self.sampler.obs = self.env.set_state(pickle.loads(env_states)[self.rank])
+            self.sampler.obs = self.env.set_state(env_states[self.rank])
 
     # ------------------------------------------------------------------ loop
     def schedule(self) -> tuple[float, float]:
@@ -311,6 +319,12 @@ class Trainer:
         stats = ppo_update(
             self.net, self.optimizer, rollout, cfg.ppo, cfg.optim, ent_coef, self.rng, self.reducer
         )
+        check_update(stats, self.net, self.step)
+        extra: dict[str, float] = {}
+        if self.demonstrations is not None:
+            extra = self.demonstrations.update(
+                self.net, self.optimizer, self.step, lr, cfg.optim.bs, cfg.optim.max_grad_norm
+            )
         if self.rnd is not None:
             stats["rnd_loss"] = self.rnd.update(rollout.obs, self.rng)
             stats["rnd_intrinsic"] = self.rnd.last_mean
@@ -339,6 +353,7 @@ class Trainer:
         metrics["perf/sps"] = rollout.num_rows * self.reducer.world_size / (finished - started)
         metrics["perf/rollout_seconds"] = collected - started
         metrics["perf/update_seconds"] = finished - collected
+        metrics.update(extra)
         return metrics
 
     def _check_in_sync(self) -> None:

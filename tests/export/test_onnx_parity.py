@@ -4,6 +4,7 @@ random observations with 0 to many entities per type, and every network option t
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,13 +13,21 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from torch_reference import torch_decision, untrained_agent
 
-from entityrl.env import Environment
+from entityrl.env import (
+    CategoricalActionSpace,
+    Entity,
+    Environment,
+    GlobalCategoricalActionSpace,
+    ObsSpace,
+    SelectEntityActionSpace,
+)
 from entityrl.envs import REGISTRY, make, make_vec
-from entityrl.export import ExportError, export_bytes
+from entityrl.export import export_bytes
 from entityrl.inference import OnnxPolicy
 from entityrl.nn.embedding import TranslationConfig
 from entityrl.nn.relpos import RelposConfig
 from entityrl.training.agent import Agent
+from entityrl.training.config import CONFIG_DIR, load_config
 
 pytest.importorskip("onnxruntime", reason="exporting needs the 'export' extra")
 
@@ -85,8 +94,6 @@ def test_random_spaces_and_network_options_decide_as_torch(space, options, data)
 
 @pytest.mark.parametrize("rotation", [None, "angle"])
 def test_translation_is_exported(rotation) -> None:
-    from entityrl.env import CategoricalActionSpace, Entity, ObsSpace
-
     obs_space = ObsSpace(
         {
             "Ship": Entity(["x", "y", "angle"]),
@@ -107,9 +114,49 @@ def test_translation_is_exported(rotation) -> None:
     check()
 
 
-def test_relative_positions_are_refused_naming_the_option() -> None:
-    vec = make_vec("MineSweeper", 1, seed=0)
-    relpos = RelposConfig(extent=[4, 4], position_features=["x", "y"])
-    agent = untrained_agent(vec.obs_space, vec.action_space, relpos=relpos)
-    with pytest.raises(ExportError, match=r"net\.relpos"):
-        export_bytes(agent)
+RELPOS_SPACE = (
+    ObsSpace(
+        {"Unit": Entity(["x", "y", "hp"]), "Wall": Entity(["x", "y"]), "Flag": Entity([])},
+        global_features=["time"],
+    ),
+    {
+        "move": CategoricalActionSpace(["left", "right", "up", "down"]),
+        "target": SelectEntityActionSpace(),
+        "mode": GlobalCategoricalActionSpace(["calm", "bold"]),
+    },
+)
+
+
+@pytest.mark.parametrize("per_entity_values", [False, True])
+@pytest.mark.parametrize("scale", [1.0, 0.5])
+def test_relative_positions_are_exported(per_entity_values: bool, scale: float) -> None:
+    relpos = RelposConfig(["x", "y"], [2, 1], scale, per_entity_values)
+    agent = untrained_agent(*RELPOS_SPACE, relpos=relpos, n_head=4)
+    policy = OnnxPolicy(export_bytes(agent))
+    check = settings(max_examples=15, deadline=None)(
+        given(observations(*RELPOS_SPACE))(lambda obs: assert_same_decisions(agent, policy, [obs]))
+    )
+    check()
+
+
+@pytest.mark.parametrize("config_file", sorted(CONFIG_DIR.glob("*.yaml")), ids=lambda p: p.stem)
+def test_every_shipped_config_exports_and_decides_as_torch(config_file: Path) -> None:
+    """The networks the shipped configs train (relative positions, translation, widths)."""
+    config = load_config(config_file)
+    vec = make_vec(config.env.id, 1, seed=0, **config.env.kwargs)
+    agent = untrained_agent(vec.obs_space, vec.action_space, config.env.id, config=config.net)
+    vec.close()
+    policy = OnnxPolicy(export_bytes(agent))
+    found = []
+    if issubclass(REGISTRY[config.env.id], Environment):
+        env = make(config.env.id, **config.env.kwargs)
+        for seed in range(3):
+            env.seed(seed)
+            found.append(env.reset())
+    drawn = settings(max_examples=4, deadline=None)(
+        given(observations(agent.obs_space, agent.action_space))(
+            lambda obs: assert_same_decisions(agent, policy, [obs])
+        )
+    )
+    drawn()
+    assert_same_decisions(agent, policy, found)

@@ -3,6 +3,7 @@ policy's action probabilities to compare exported models with."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 
 import numpy as np
@@ -20,14 +21,16 @@ def untrained_agent(
     action_space: Mapping[str, ActionSpace],
     env_id: str = "Test",
     seed: int = 0,
+    config: RogueNetConfig | None = None,
     **net: object,
 ) -> Agent:
     """A float32 agent on the plain torch path with random weights and random input
-    statistics (so that normalization matters)."""
+    statistics (so that normalization matters): of ``config`` with the ``net`` fields
+    replaced (the defaults if None)."""
     generator = torch.Generator().manual_seed(seed)
+    config = dataclasses.replace(config or RogueNetConfig(), precision="float32", **net)  # type: ignore[arg-type]
     with torch_path(), torch.random.fork_rng(devices=()):
         torch.manual_seed(seed)
-        config = RogueNetConfig(precision="float32", **net)  # type: ignore[arg-type]
         network = RogueNet(obs_space, action_space, config)
     with torch.no_grad():
         for name, buffer in network.named_buffers():

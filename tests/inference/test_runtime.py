@@ -140,6 +140,8 @@ def test_bad_observations_are_rejected_naming_the_field(model: Path) -> None:
     obs.features = {**obs.features, "Robot": [(1.0, 2.0, 3.0)]}
     with pytest.raises(EnvValidationError, match="Robot"):
         load(model).act(obs)
+    with pytest.raises(ValueError, match="threads must be >= 1, got 0"):
+        load(model, threads=0)
 
 
 def test_files_that_are_not_entityrl_policies_are_refused(tmp_path: Path, model: Path) -> None:

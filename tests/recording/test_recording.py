@@ -237,3 +237,14 @@ def test_reading_does_not_import_torch(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "6"  # 3 environments, 2 episodes each
+
+
+def test_hidden_entities_stay_hidden(tmp_path: Path) -> None:
+    """RockPaperScissors hides the opponent's move from the policy."""
+    path = tmp_path / "demo.arrow"
+    steps_seen = _play("RockPaperScissors", {}, path, steps=4, num_envs=2)
+    hidden = [obs.visible for obs, _, _ in steps_seen]
+    assert any(hidden)
+    episode = next(Recording(path).episodes())
+    for name, flags in steps_seen[0][0].visible.items():
+        np.testing.assert_array_equal(episode.obs.visible[name][0], flags[0])

@@ -157,3 +157,21 @@ def test_one_episode_is_too_few_to_validate(tmp_path: Path, capsys) -> None:
     )
     assert main(["bc", str(demos), *QUIET, f"log.run_dir={tmp_path / 'bc'}"]) == 2
     assert "needs at least 2 complete episodes" in capsys.readouterr().err
+
+
+def test_ppo_with_a_demonstration_loss_learns_faster(tmp_path: Path) -> None:
+    """CherryPick with 8 cherries, 2,048 steps: PPO alone reaches 0.35 (measured), PPO
+    with behaviour cloning on 40 expert episodes alongside (strength annealed to 0) >= 0.9."""
+    demos = _expert_demos(tmp_path / "demo.arrow", "CherryPick", 40, num_cherries=8)
+    run_dir = tmp_path / "ppo"
+    overrides = [*QUIET, *SMALL_NET, "env.kwargs={num_cherries: 8}", "total_timesteps=2048",
+                 "rollout.num_envs=32", f"bc.demos=[{demos}]", "bc.strength=1",
+                 "bc.anneal_steps=2048", f"log.run_dir={run_dir}"]  # fmt: skip
+    train("CherryPick", overrides=overrides)
+    lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    strengths = [line["schedule/bc_strength"] for line in lines]
+    assert strengths[0] == 1.0 and strengths == sorted(strengths, reverse=True)
+    assert lines[-1]["loss/bc_nll"] < lines[0]["loss/bc_nll"]
+    agent = load_agent(run_dir, seed=0)
+    with make_eval_env(agent, num_envs=8, seed=1) as env:
+        assert evaluate(agent, env, episodes=200).mean() >= 0.9

@@ -113,5 +113,5 @@ def test_a_run_leaves_complete_files_only(tmp_path: Path) -> None:
     run = tmp_path / "run"
     Trainer(config(run)).run()
     names = sorted(p.name for p in run.iterdir())
-    assert names == ["checkpoint.pt", "config.yaml", "env_state.pkl", "metrics.jsonl"]
+    assert names == ["checkpoint.pt", "config.yaml", "metrics.jsonl"]
     assert load_config(run / "config.yaml") == config(run)

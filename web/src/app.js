@@ -112,7 +112,7 @@ window.entityrl = {
   replay,
   usePolicy,
   playEpisodes: (options) => playEpisodes(page.policy, options),
-  runRules: (state, actionsList) => runRules(page.policy.env, state, actionsList),
+  runRules: (env, state, actionsList) => runRules(env, state, actionsList),
   decide: (obs) => page.policy.decide(obs),
   timeDecisions: (obs, calls) => timeDecisions(page.policy, obs, calls),
 };

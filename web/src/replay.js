@@ -1,9 +1,16 @@
 // The replay viewer: recorded episodes (entityrl-episodes/1 JSON lines, written by
-// `entityrl eval --record`), step by step, for any environment: entities with x and y
-// features drawn on the board, every entity's features and the actions taken in a table.
+// `entityrl eval --replay`; format in entityrl/export/replay.py), step by step, for any
+// environment: entities with position features drawn on the board, every entity's features and
+// the actions taken in a table.
 
 const FORMAT = "entityrl-episodes/1";
 const COLORS = ["#c22", "#246", "#393", "#d80", "#839", "#0aa", "#777"];
+const X_NAMES = ["x", "x_pos", "pos_x"];
+const Y_NAMES = ["y", "y_pos", "pos_y"];
+
+function positionColumn(features, names) {
+  return features.findIndex((f) => names.includes(f));
+}
 
 export function parseEpisodes(text) {
   const lines = text.split("\n").filter((line) => line.trim());
@@ -34,20 +41,21 @@ export class Replay {
     this.index = Math.min(Math.max(index, 0), this.steps.length - 1);
     this.slider.value = String(this.index);
     const step = this.steps[this.index];
-    this.where.textContent = `${this.header.env.id}: episode ${step.episode}, step ${step.step}, reward ${step.observation.reward}, return so far ${step.return.toFixed(3)}${step.observation.done ? " (done)" : ""}`;
+    this.where.textContent = `${this.header.env.id}: episode ${step.episode}, step ${step.step}: reward ${step.reward.toFixed(3)}, return ${step.return.toFixed(3)}`;
     this.draw(step.observation);
     this.describe(step);
   }
 
-  // Entities with x and y features, each type in its colour, on a board fitted to them all.
+  // Entities with position features (x and y, x_pos and y_pos), each type in its colour, on a
+  // board fitted to them all.
   draw(obs) {
     const ctx = this.canvas.getContext("2d");
     const { width, height } = this.canvas;
     ctx.clearRect(0, 0, width, height);
     const placed = [];
     Object.entries(this.header.spaces.entities).forEach(([type, features], t) => {
-      const x = features.indexOf("x");
-      const y = features.indexOf("y");
+      const x = positionColumn(features, X_NAMES);
+      const y = positionColumn(features, Y_NAMES);
       if (x < 0 || y < 0) return;
       for (const row of obs.features[type] ?? []) placed.push([row[x], row[y], COLORS[t % COLORS.length]]);
     });
@@ -81,7 +89,8 @@ export class Replay {
       const actees = step.observation.actions[name]?.actees ?? [];
       chosen.forEach((c, a) => {
         const what = space.choices.length ? space.choices[c] : `entity ${actees[c]}`;
-        rows.push(`<tr><td></td><td>${name}</td><td>entity ${actors[a] ?? "(global)"} → ${what}</td></tr>`);
+        const who = space.kind === "GlobalCategoricalActionSpace" ? "the observation" : `entity ${actors[a]}`;
+        rows.push(`<tr><td></td><td>${name}</td><td>${who} → ${what}</td></tr>`);
       });
     }
     this.details.innerHTML = `<table><tr><th>#</th><th>type / action</th><th>features / choice</th></tr>${rows.join("")}</table>`;
