@@ -13,6 +13,7 @@ import argparse
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
@@ -28,12 +29,12 @@ from entityrl.training.runner import Trainer
 EPISODES = 400
 
 
-def run(path: Path, threads: int) -> dict[str, float | str]:
+def run(path: Path, threads: int, overrides: Sequence[str] = ()) -> dict[str, float | str]:
     with tempfile.TemporaryDirectory() as run_dir:
         config = load_config(
             path,
             [f"log.run_dir={run_dir}", "log.tensorboard=false", "log.progress=false",
-             f"torch_threads={threads}"],
+             f"torch_threads={threads}", *overrides],
         )  # fmt: skip
         started = time.time()
         Trainer(config).run()

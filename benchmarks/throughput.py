@@ -50,6 +50,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -286,17 +287,30 @@ def subprocess_env(torch_threads: int) -> dict[str, str]:
     return env
 
 
-def run_ours(name: str, processes: int, total: int, seed: int, torch_threads: int) -> dict:
+def run_ours(
+    name: str,
+    processes: int,
+    total: int,
+    seed: int,
+    torch_threads: int,
+    extra: Sequence[str] = (),
+    variables: Mapping[str, str] | None = None,
+) -> dict:
+    """One entityrl run with the matched settings, plus ``extra`` overrides and environment
+    ``variables`` (benchmarks/gpu.py: the device, the torch path)."""
     with tempfile.TemporaryDirectory() as tmp:
         command = [str(PEER_PYTHON), __file__, "--worker", name, str(total), str(seed)]
-        command += [str(Path(tmp, "run")), *matched_overrides(processes, torch_threads)]
-        return measure(command, subprocess_env(torch_threads), timeout=3600)
+        command += [str(Path(tmp, "run")), *matched_overrides(processes, torch_threads), *extra]
+        env = subprocess_env(torch_threads) | dict(variables or {})
+        return measure(command, env, timeout=3600)
 
 
-def run_reference(name: str, processes: int, total: int, seed: int, torch_threads: int) -> dict:
+def run_reference(
+    name: str, processes: int, total: int, seed: int, torch_threads: int, cuda: bool = False
+) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         command = [str(PEER_PYTHON), str(PEER_SCRIPTS / "throughput_peer.py"), name]
-        command += [str(processes), str(total), str(seed), tmp]
+        command += [str(processes), str(total), str(seed), tmp, str(int(cuda))]
         return measure(command, subprocess_env(torch_threads), timeout=3600)
 
 

@@ -4,7 +4,7 @@ half of benchmarks/throughput.py).
 Runs under the reference stack's interpreter; prints one JSON line. The loop is timed from the
 start of the first rollout to the end of the last iteration (after its logging), as on the
 entityrl side: imports, environment and network construction are left out.
-usage: python throughput_peer.py ENV PROCESSES TOTAL_TIMESTEPS SEED DATA_DIR
+usage: python throughput_peer.py ENV PROCESSES TOTAL_TIMESTEPS SEED DATA_DIR [CUDA (0/1)]
 """
 
 import json
@@ -21,6 +21,7 @@ from rogue_net.rogue_net import RogueNetConfig
 
 def main() -> None:
     name, processes, total, seed, data_dir = sys.argv[1:6]
+    cuda = len(sys.argv) > 6 and sys.argv[6] == "1"
     config = TrainConfig(
         env=EnvConfig(id=name, validate=False),
         net=RogueNetConfig(d_model=32, n_layer=2, n_head=2),
@@ -38,7 +39,7 @@ def main() -> None:
         rollout=RolloutConfig(num_envs=128, steps=16, processes=int(processes)),
         total_timesteps=int(total),
         seed=int(seed),
-        cuda=False,
+        cuda=cuda,
         track=False,
         data_dir=data_dir,
     )

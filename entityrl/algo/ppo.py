@@ -48,6 +48,9 @@ class PPOConfig:
     """Anneal the entropy coefficient linearly to 0 over training."""
     vf_coef: float = 0.5
     """Value loss coefficient."""
+    norm_reward: bool = False
+    """Divide rewards by the running standard deviation of the discounted return (for
+    environments whose rewards are large or small; logged returns stay unscaled)."""
     target_kl: float | None = None
     """Stop the update epochs of an iteration early once the approximate KL exceeds this."""
     update_epochs: int = 3

@@ -14,6 +14,9 @@ if TYPE_CHECKING:
 USAGE_ERROR = 2
 """Exit code of a command given arguments it cannot use (argparse's own code for them)."""
 
+RUNTIME_ERROR = 1
+"""Exit code of a command that failed while working (a broken environment, a dead worker)."""
+
 
 def positive_int(text: str) -> int:
     """A whole number >= 1."""

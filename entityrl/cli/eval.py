@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
+from typing import IO, TYPE_CHECKING
 
 import numpy as np
 
@@ -15,6 +17,10 @@ from entityrl.cli.arguments import (
     recording_env,
 )
 from entityrl.training.agent import DEFAULT_MAX_EPISODE_STEPS, Evaluation
+
+if TYPE_CHECKING:
+    from entityrl.env import VecEnv
+    from entityrl.training.agent import Agent
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -71,6 +77,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         f"(default: {DEFAULT_MAX_EPISODE_STEPS:,})",
     )
     add_record_argument(parser, "the agent")
+    parser.add_argument(
+        "--replay",
+        type=Path,
+        metavar="FILE",
+        help="also write the evaluated episodes, step by step, as JSON lines for the replay "
+        "viewer of web/ (format: entityrl/export/replay.py)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -98,7 +111,10 @@ def run(args: argparse.Namespace) -> int:
                 env, args.record, agent.config.env.id, agent.config.env.kwargs
             )
         with env:
-            result = evaluate(agent, env, args.episodes, args.max_steps)
+            if args.replay is None:
+                result = evaluate(agent, env, args.episodes, args.max_steps)
+            else:
+                result = evaluate_replayed(agent, env, args)
     except (CheckpointError, AgentError, DeviceError, ValueError) as err:
         print(f"entityrl eval: error: {err}", file=sys.stderr)
         return USAGE_ERROR
@@ -111,6 +127,24 @@ def run(args: argparse.Namespace) -> int:
     if recording is not None:
         print(f"recorded {recording.writer.episodes} complete episodes into {args.record}")
     return 0
+
+
+def evaluate_replayed(agent: Agent, env: VecEnv, args: argparse.Namespace) -> Evaluation:
+    """:func:`evaluate`, writing the episodes for the replay viewer to ``args.replay``
+    (through a temporary file)."""
+    from entityrl.export.replay import RecordingEnv
+    from entityrl.training.agent import evaluate
+    from entityrl.training.checkpoint import atomic_write
+
+    env_config = {"id": agent.config.env.id, "kwargs": dict(agent.config.env.kwargs)}
+    result: list[Evaluation] = []
+
+    def play(out: IO[str]) -> None:
+        recording = RecordingEnv(env, out, env_config)
+        result.append(evaluate(agent, recording, args.episodes, args.max_steps))  # type: ignore[arg-type]
+
+    atomic_write(args.replay, play, mode="w")
+    return result[0]
 
 
 def format_table(result: Evaluation) -> str:

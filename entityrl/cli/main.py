@@ -13,7 +13,7 @@ import os
 import sys
 
 # Command modules, in the order ``entityrl --help`` lists them.
-COMMANDS = ["train", "bc", "eval", "play", "plot", "survival"]
+COMMANDS = ["train", "bc", "eval", "play", "plot", "survival", "export", "tune"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,6 +35,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
         return 130
+    except Exception as err:
+        from entityrl.cli.errors import report
+
+        code = report(args.command, err)
+        if code is None:
+            raise
+        return code
 
 
 def importable_from_current_directory() -> None:

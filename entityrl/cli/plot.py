@@ -89,6 +89,7 @@ def plot_runs(run_dirs: Sequence[Path], out: Path, metrics: Sequence[str] | None
     every run into the PNG file ``out``, written atomically."""
     if not run_dirs:
         raise PlotError("give at least one run directory")
+    check_out(out)
     runs = {str(d): load_records(d) for d in run_dirs}
     logged = sorted({key for records in runs.values() for r in records for key in r} - NOT_METRICS)
     names = (
@@ -104,6 +105,15 @@ def plot_runs(run_dirs: Sequence[Path], out: Path, metrics: Sequence[str] | None
     figure = _draw(runs, names)
     atomic_write(out, lambda f: figure.savefig(f, format="png"))
     return out
+
+
+def check_out(out: Path) -> None:
+    """The figure is a PNG file in an existing directory (a typo in --out should not create
+    directories or write PNG bytes into a .txt file)."""
+    if out.suffix.lower() != ".png":
+        raise PlotError(f"--out {out}: expected a .png file name, got {out.suffix or 'no'} suffix")
+    if not out.parent.is_dir():
+        raise PlotError(f"--out {out}: directory {out.parent} does not exist")
 
 
 def load_records(run_dir: Path) -> Records:
@@ -153,7 +163,8 @@ def _draw(runs: dict[str, Records], names: Sequence[str]) -> Figure:
     axes = figure.subplots(rows, columns, squeeze=False).ravel()
     for ax, name in zip(axes, names, strict=False):
         for label, records in runs.items():
-            points = [(r["step"], r[name]) for r in records if name in r]
+            # null: a value that was not a finite number (see RunLog.log).
+            points = [(r["step"], r[name]) for r in records if r.get(name) is not None]
             if points:
                 steps, values = zip(*points, strict=True)
                 ax.plot(steps, values, label=label)

@@ -3,7 +3,7 @@
 - ``entityrl survival check WORLD``: validate a config (a preset name or a YAML file) and
   summarize the world it defines.
 - ``entityrl survival metrics WORLD``: TTMN, TTMX and goal difficulty levels of its tasks under
-  a uniformly random policy.
+  a uniformly random policy, measured (Monte-Carlo) and estimated by the paper's Eqs. 8-10.
 - ``entityrl survival pic WORLD``: policy information capacity of its reward modes (and of its
   goal levels with ``--goals``) under random linear policies.
 """
@@ -19,12 +19,14 @@ from entityrl.cli.arguments import USAGE_ERROR, positive_int
 from entityrl.envs.survival.actions import ACTION_MODES
 from entityrl.envs.survival.config import SurvivalConfigError, load_config
 from entityrl.envs.survival.metrics import (
+    LEVEL_ORDERS,
     TaskDifficulty,
     policy_information_capacity,
     task_difficulty,
 )
 from entityrl.envs.survival.observe import OBSERVATION_MODES
 from entityrl.envs.survival.rules import Rules
+from entityrl.envs.survival.task_times import TaskEstimate, estimate_task_times
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -74,6 +76,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     metrics.add_argument(
         "--actions", choices=ACTION_MODES, default="full", help="action space (default full)"
     )
+    _level_order_argument(metrics)
     metrics.add_argument("--seed", type=int, default=0)
     metrics.set_defaults(func=run_metrics)
 
@@ -87,7 +90,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     pic.add_argument(
         "--episodes", type=positive_int, default=32, help="episodes per policy (default 32)"
     )
-    pic.add_argument("--bins", type=positive_int, default=16, help="return bins B (default 16)")
+    pic.add_argument(
+        "--bins",
+        type=positive_int,
+        default=64,
+        help="return bins B, more than --episodes (the paper's B > M; default 64)",
+    )
     pic.add_argument(
         "--life-limit",
         type=positive_int,
@@ -114,6 +122,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     pic.add_argument(
         "--threshold", type=_fraction, default=0.9, help="TTMX threshold with --goals (default 0.9)"
     )
+    _level_order_argument(pic)
     pic.add_argument("--seed", type=int, default=0)
     pic.set_defaults(func=run_pic)
 
@@ -121,6 +130,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def _world_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "world", metavar="WORLD", help="a preset name (DayAndNight, FourSeason) or a YAML file"
+    )
+
+
+def _level_order_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--level-order",
+        choices=LEVEL_ORDERS,
+        default="paper",
+        help="goal level numbering: paper (level 1 = TTMN, the tightest deadline) or "
+        "easiest_first (level 1 = TTMX) (default paper)",
     )
 
 
@@ -138,6 +157,8 @@ def run_check(args: argparse.Namespace) -> int:
     print(f"  items: {', '.join(rules.items.names)}")
     print(f"  recipes: {', '.join(rules.items.names[o] for o in rules.recipes.outputs) or 'none'}")
     print(f"  buffs: {', '.join(rules.buffs.names) or 'none'}")
+    meters = [m for m, used in zip(rules.meter_names, rules.meters_used, strict=True) if used]
+    print(f"  meters: {', '.join(meters)}")
     print(f"  life limit {cfg.agent.life_limit}, horizon {cfg.horizon}")
     print(f"  tasks: {', '.join(f'{n} ({e})' for n, e in cfg.tasks.items()) or 'none'}")
     return 0
@@ -154,18 +175,38 @@ def run_metrics(args: argparse.Namespace) -> int:
             max_steps=args.max_steps,
             life_limit=args.life_limit,
             actions=args.actions,
+            order=args.level_order,
             seed=args.seed,
         )
-    except (SurvivalConfigError, KeyError) as err:
+        estimates = estimate_task_times(
+            args.world,
+            args.task,
+            actions=args.actions,
+            threshold=args.threshold,
+            seed=args.seed,
+        )
+    except (SurvivalConfigError, KeyError, ValueError) as err:
         return _usage_error(err)
     life_limit = args.life_limit if args.life_limit is not None else args.max_steps
     print(
         f"{args.world}: uniformly random policy ({args.actions} actions), {args.episodes} "
         f"episodes of at most {args.max_steps} steps, life limit {life_limit}, "
-        f"threshold th = {args.threshold}"
+        f"threshold th = {args.threshold}, goal levels in {args.level_order} order"
     )
     print(format_difficulty(results, args.max_steps))
+    print(
+        f"\nthe paper's estimates (Eqs. 8-10; p* = 1/{estimates[0].choices if estimates else '-'})"
+    )
+    print(format_estimates(estimates))
     return 0
+
+
+def format_estimates(estimates: Sequence[TaskEstimate]) -> str:
+    """The table of the paper's estimators: one row per task."""
+    rows = [["task", "g(T)", "e(T)", "TTMN^ = E(t_T)", "TTMX^"]]
+    for e in estimates:
+        rows.append([e.task, str(e.g), f"{e.e:.1f}", f"{e.ttmn:.1f}", _steps(e.ttmx, 10_000)])
+    return format_table(rows)
 
 
 def format_difficulty(results: Sequence[TaskDifficulty], max_steps: int) -> str:
@@ -202,6 +243,7 @@ def run_pic(args: argparse.Namespace) -> int:
                 max_steps=args.max_steps,
                 life_limit=life_limit,
                 actions="simple",
+                order=args.level_order,
                 seed=args.seed,
             )
             goals = {r.task: r.deadlines for r in difficulty if r.deadlines}
@@ -216,7 +258,7 @@ def run_pic(args: argparse.Namespace) -> int:
             observation=args.observation,
             seed=args.seed,
         )
-    except (SurvivalConfigError, KeyError) as err:
+    except (SurvivalConfigError, KeyError, ValueError) as err:
         return _usage_error(err)
     print(
         f"{args.world}: {report.policies} random linear policies ({args.observation}, simple "

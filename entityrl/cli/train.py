@@ -8,10 +8,14 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from entityrl.cli.arguments import USAGE_ERROR
+from entityrl.cli.arguments import RUNTIME_ERROR, USAGE_ERROR
+from entityrl.env.process_vec_env import EnvWorkerError
+from entityrl.env.validator import EnvValidationError
 from entityrl.nn.device import DeviceError
-from entityrl.training.checkpoint import CheckpointError
+from entityrl.training.checkpoint import CHECKPOINT_FILE, CheckpointError, load_checkpoint
 from entityrl.training.config import ConfigError, TrainConfig, describe, load_config, to_yaml
+from entityrl.training.finite import NonFiniteError
+from entityrl.training.periodic_eval import BEST_FILE
 
 if TYPE_CHECKING:
     from entityrl.training.runner import TrainResult
@@ -39,7 +43,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from entityrl.training.runner import Trainer
+    from entityrl.training.distributed import PeerLostError, is_rank_zero
+    from entityrl.training.runner import default_run_dir, train
 
     source = args.source
     overrides = list(args.overrides)
@@ -47,6 +52,13 @@ def run(args: argparse.Namespace) -> int:
     if source is not None and "=" in source and not Path(source).exists():
         overrides.insert(0, source)
         source = None
+    if args.resume and not (Path(args.resume) / CHECKPOINT_FILE).is_file():
+        print(
+            f"entityrl train: error: --resume {args.resume}: not a run directory (expected a "
+            f"directory holding {CHECKPOINT_FILE} and config.yaml, as entityrl train writes)",
+            file=sys.stderr,
+        )
+        return USAGE_ERROR
     if source is None and args.resume:
         source = str(Path(args.resume) / "config.yaml")
     if source is None:
@@ -60,13 +72,27 @@ def run(args: argparse.Namespace) -> int:
     if args.show_config:
         print(to_yaml(config), end="")
         return 0
+    if not args.resume and config.log.run_dir is None:
+        # Chosen here, so that an error can name it (every rank of a launcher chooses alike).
+        config.log.run_dir = str(default_run_dir(config))
+    run_dir = Path(args.resume or config.log.run_dir)
     try:
-        trainer = Trainer(config, resume=args.resume)
+        # One process, world_size=N processes here, or one rank of a launcher's (torchrun).
+        result = train(config=config, resume=args.resume)
     except (CheckpointError, ConfigError, DeviceError) as err:
         print(f"entityrl train: error: {err}", file=sys.stderr)
         return USAGE_ERROR
-    result = trainer.run()
+    except PeerLostError as err:
+        print(f"entityrl train: error: {err}", file=sys.stderr)
+        return RUNTIME_ERROR
+    except (EnvWorkerError, EnvValidationError, NonFiniteError) as err:
+        print(f"entityrl train: error: {err}; {last_checkpoint(run_dir)}", file=sys.stderr)
+        return RUNTIME_ERROR
+    if not is_rank_zero():
+        return 0
     state = "interrupted" if result.interrupted else "finished"
+    if result.stop_reason:
+        state = f"stopped early ({result.stop_reason})"
     shown = "n/a" if result.mean_return is None else f"{result.mean_return:.3f}"
     print(
         f"{state} after {result.steps:,} steps in {result.seconds:.0f}s; "
@@ -76,13 +102,28 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def last_checkpoint(run_dir: Path) -> str:
+    """Where a failed run can continue from, for its error line."""
+    try:
+        step = load_checkpoint(run_dir)["step"]
+    except CheckpointError:
+        return f"no checkpoint was written to {run_dir}"
+    return (
+        f"the last checkpoint, of step {step:,}, is kept: continue with "
+        f"`entityrl train --resume {shlex.quote(str(run_dir))}`"
+    )
+
+
 def next_commands(config: TrainConfig, result: TrainResult) -> str:
     """Commands that evaluate, watch and continue the run, each ready to paste into a shell
     started in the current directory."""
     run = shlex.quote(str(result.run_dir))
-    more = "" if result.interrupted else f" total_timesteps={2 * config.total_timesteps}"
+    ended = result.interrupted or result.stop_reason
+    more = "" if ended else f" total_timesteps={2 * config.total_timesteps}"
+    best = result.run_dir / BEST_FILE
     return (
-        f"  evaluate: entityrl eval {run}\n"
+        (f"  best:     entityrl eval {shlex.quote(str(best))}\n" if best.exists() else "")
+        + f"  evaluate: entityrl eval {run}\n"
         f"  watch:    entityrl play {shlex.quote(config.env.id)} --agent {run}\n"
         f"  continue: entityrl train --resume {run}{more}"
     )

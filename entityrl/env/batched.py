@@ -14,7 +14,8 @@ from collections.abc import Mapping
 import numpy as np
 import numpy.typing as npt
 
-from entityrl.env.validator import validate_spaces, validate_vec_obs
+from entityrl.env.step_checks import StepChecks
+from entityrl.env.validator import validate_vec_obs
 from entityrl.env.vec_env import EpisodeTracker, VecEnv, check_actions
 from entityrl.env.vec_obs import VecObs
 from entityrl.ragged import RaggedArray
@@ -32,7 +33,9 @@ class BatchedEnvironment(VecEnv):
     With ``validate`` (also settable as the attribute :attr:`validate` before the first
     ``reset``, which is how ``make_vec(..., validate=True)`` turns it on for any subclass), the
     declared spaces and every batch from ``reset`` and ``act`` are checked
-    (:func:`~entityrl.env.validator.validate_vec_obs`).
+    (:func:`~entityrl.env.validator.validate_vec_obs`). Without it, the default checks of
+    :mod:`entityrl.env.step_checks` run: the spaces and the first batches in full, then a
+    few vectorized checks of every batch.
     """
 
     def __init__(self, num_envs: int, seed: int | None = None, *, validate: bool = False) -> None:
@@ -43,6 +46,7 @@ class BatchedEnvironment(VecEnv):
         self.episodes = EpisodeTracker(num_envs)
         self.validate = validate
         self._last: VecObs | None = None
+        self._checks: StepChecks | None = None
 
     @abstractmethod
     def reset_envs(self, envs: npt.NDArray[np.int64]) -> None:
@@ -63,14 +67,20 @@ class BatchedEnvironment(VecEnv):
         (one value per copy, in that order), read before those copies are reset."""
         return {}
 
+    def truncated(self, ended: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_] | None:
+        """Of the copies ``ended`` whose episodes just ended, which were cut off (a time limit)
+        rather than ended by the task (one flag per copy, in that order; None: none were).
+        Their final observations are then kept for bootstrapping."""
+        return None
+
     def reset(self) -> VecObs:
         self.reset_envs(np.arange(self.num_envs, dtype=np.int64))
         self.episodes.reset()
         obs = self.observe()
         obs.reward = np.zeros(self.num_envs, dtype=np.float32)
         obs.done = np.zeros(self.num_envs, dtype=np.bool_)
-        if self.validate:
-            validate_spaces(self.obs_space, self.action_space, type(self).__name__)
+        # Built at the first reset: subclasses declare their spaces after calling __init__.
+        self._checks = StepChecks(self.obs_space, self.action_space, type(self).__name__)
         return self._checked(obs)
 
     def act(self, actions: Mapping[str, RaggedArray]) -> VecObs:
@@ -80,9 +90,17 @@ class BatchedEnvironment(VecEnv):
         reward, done = self.step(actions)
         ended = np.flatnonzero(done)
         env_metrics = self.episode_metrics(ended) if ended.size else {}
+        cut_off = self.truncated(ended) if ended.size else None
+        final = None
+        if cut_off is not None and cut_off.any():
+            final = self.observe().take(ended[cut_off])
         if ended.size:
             self.reset_envs(ended)
         obs = self.observe()
+        if final is not None:
+            obs.truncated = np.zeros(self.num_envs, dtype=np.bool_)
+            obs.truncated[ended[cut_off]] = True  # type: ignore[index]
+            obs.final = final
         obs.reward = reward.astype(np.float32, copy=False)
         obs.done = done
         obs.metrics = self.episodes.step(obs.reward, done)
@@ -93,6 +111,8 @@ class BatchedEnvironment(VecEnv):
         if self.validate:
             name = type(self).__name__
             validate_vec_obs(obs, self.obs_space, self.action_space, name, rows=self.num_envs)
+        elif self._checks is not None:
+            self._checks.checked_batch(obs, self.num_envs)
         self._last = obs
         return obs
 

@@ -110,6 +110,9 @@ class Observation:
     ``actions`` maps action names to masks; an absent action is not taken this step.
     ``visible`` optionally hides entities from the policy (the value function still sees them).
     ``metrics`` are reported when the episode ends (latest value wins).
+    ``truncated`` (with ``done``) says the episode was cut off (a time limit) rather than
+    ended by the task: the trainer then bootstraps from this observation's value, so a
+    truncated observation must carry the full final state (features, like any other step).
     """
 
     features: Mapping[str, Features] = field(default_factory=dict)
@@ -120,6 +123,7 @@ class Observation:
     global_features: Sequence[float] | npt.NDArray[np.float32] = ()
     visible: Mapping[str, Sequence[bool] | npt.NDArray[np.bool_]] = field(default_factory=dict)
     metrics: Mapping[str, float] = field(default_factory=dict)
+    truncated: bool = False
 
     def num_entities(self, entity_type: str) -> int:
         return num_entities(self, entity_type)

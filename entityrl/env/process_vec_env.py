@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from entityrl.env.validator import EnvValidationError
 from entityrl.env.vec_env import EnvFactory, SerialVecEnv, VecEnv, check_actions, split_rows
 from entityrl.env.vec_obs import VecObs
 from entityrl.ragged import RaggedArray
@@ -44,6 +45,9 @@ def _worker(
     try:
         envs = SerialVecEnv(make_env, num_envs, seed, validate=validate, seed_offset=seed_offset)
         reply: tuple[str, Any] = ("ok", (envs.obs_space, envs.action_space))
+    except EnvValidationError as err:
+        _reply(conn, ("invalid", str(err)))
+        return
     except BaseException:
         _reply(conn, ("error", traceback.format_exc()))
         return
@@ -73,6 +77,9 @@ def _worker(
             return
         try:
             reply = ("ok", handlers[command](payload))
+        except EnvValidationError as err:
+            # The environment broke a rule: the message says all; its traceback is entityrl's.
+            reply = ("invalid", str(err))
         except BaseException:
             reply = ("error", traceback.format_exc())
 
@@ -169,9 +176,11 @@ class ProcessVecEnv(VecEnv):
             raise EnvWorkerError(
                 f"{self._describe(k)} died unexpectedly while {doing} ({reason})"
             ) from None
+        if status != "ok" and fatal:
+            self.close()
+        if status == "invalid":
+            raise EnvValidationError(payload)
         if status == "error":
-            if fatal:
-                self.close()
             raise EnvWorkerError(
                 f"{self._describe(k)} raised an exception while {doing}; its traceback:\n{payload}"
             )

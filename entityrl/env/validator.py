@@ -425,6 +425,8 @@ class _ObservationCheck(_Check):
             self.fail(
                 "done", f"expected a bool, got {type(self.obs.done).__name__} {self.obs.done!r}"
             )
+        if self.obs.truncated and not self.obs.done:
+            self.fail("truncated", "expected done=True with truncated=True, got done=False")
         for key, value in self.obs.metrics.items():
             if not isinstance(key, str):
                 self.fail("metrics", f"expected metric names to be strings, got {key!r}")

@@ -14,6 +14,7 @@ from entityrl.env.batching import Batcher
 from entityrl.env.environment import Environment, NativeStepping
 from entityrl.env.observation import Observation
 from entityrl.env.spaces import ActionSpace, ObsSpace
+from entityrl.env.step_checks import BATCHING_ERRORS, FULLY_VALIDATED_STEPS, StepChecks
 from entityrl.env.vec_obs import VecCategoricalMask, VecObs
 from entityrl.ragged import RaggedArray
 
@@ -112,7 +113,8 @@ class SerialVecEnv(VecEnv):
 
     With ``seed``, environment ``i`` is seeded with ``seed + seed_offset + i``, so a batch split
     over processes (see :class:`~entityrl.env.ProcessVecEnv`) plays exactly the same episodes.
-    With ``validate``, every observation is checked against the declared spaces.
+    With ``validate``, every observation is checked against the declared spaces; without it,
+    the cheap default checks of :mod:`entityrl.env.step_checks` run.
     """
 
     def __init__(
@@ -137,12 +139,23 @@ class SerialVecEnv(VecEnv):
         self.envs: list[Environment] = envs
         self.num_envs = num_envs
         self.obs_space = envs[0].obs_space()
-        self.action_space = dict(envs[0].action_space())
+        action_space = envs[0].action_space()
         # Environments wrapping another API are stepped in it, skipping a translation of every
         # observation and action (see NativeStepping). Validation checks entityrl's own
         # observations: its wrappers are not NativeStepping.
         self._native = all(isinstance(env, NativeStepping) for env in envs)
         make_actions = envs[0].native_actions if self._native else None  # type: ignore[attr-defined]
+        # Observations in another API's classes are that API's to check; validated
+        # environments check themselves fully on every step. Built first: it validates the
+        # spaces the batcher reads.
+        self.checks = StepChecks(
+            self.obs_space,
+            action_space,
+            type(envs[0].env if validate else envs[0]).__name__,  # type: ignore[attr-defined]
+            first_env=seed_offset,
+            full_steps=0 if validate or self._native else FULLY_VALIDATED_STEPS,
+        )
+        self.action_space = self.checks.action_space
         self.batcher = Batcher(self.obs_space, self.action_space, make_actions)
         self.episodes = EpisodeTracker(num_envs)
         self._observations: list[Observation] = []
@@ -155,11 +168,33 @@ class SerialVecEnv(VecEnv):
         return env.native_reset() if self._native else env.reset()  # type: ignore[attr-defined,no-any-return]
 
     def reset(self) -> VecObs:
-        self._observations = [self._reset_env(env) for env in self.envs]
-        self._metrics = [dict(obs.metrics) for obs in self._observations]
+        observations = [self._reset_env(env) for env in self.envs]
+        self._check(observations)
+        self._observations = observations
+        self._metrics = [dict(obs.metrics) for obs in observations]
         self.episodes.reset()
-        self._last = self.batcher.batch(self._observations)
+        self._last = self._batch(observations)
+        self.checks.batched(self._last, observations)
         return self._last
+
+    def _check(self, observations: list[Observation], envs: Sequence[int] | None = None) -> None:
+        if not self._native:
+            self.checks.observations(observations, envs)
+
+    def _batch(
+        self,
+        observations: list[Observation],
+        rewards: npt.NDArray[np.float32] | None = None,
+        dones: npt.NDArray[np.bool_] | None = None,
+    ) -> VecObs:
+        """Batch ``observations`` (one per environment); what the batcher cannot read is
+        explained by validating them."""
+        try:
+            return self.batcher.batch(observations, rewards, dones)
+        except BATCHING_ERRORS as err:
+            if self._native:
+                raise
+            self.checks.explain(observations, None, f"cannot batch the observations ({err!r})")
 
     @property
     def observations(self) -> list[Observation]:
@@ -178,28 +213,55 @@ class SerialVecEnv(VecEnv):
             raise RuntimeError("call reset() before act()")
         check_actions(actions, self._last, self.action_space)
         per_env = self.batcher.unbatch(actions, self._observations)
-        observations: list[Observation] = []
-        rewards = np.empty(self.num_envs, dtype=np.float32)
-        dones = np.zeros(self.num_envs, dtype=np.bool_)
-        env_metrics: dict[str, list[float]] = {}
         native = self._native
+        steps: list[Observation] = []  # what act() returned
+        observations: list[Observation] = []  # what is batched: a new episode's after an end
+        ended: list[int] = []
+        # Each environment is reset right after the step that ends its episode, before the
+        # next one steps: simulators that share a random generator depend on that order.
         for i, (env, env_actions) in enumerate(zip(self.envs, per_env, strict=True)):
             obs = env.native_act(env_actions) if native else env.act(env_actions)  # type: ignore[attr-defined]
-            rewards[i] = obs.reward
+            steps.append(obs)
+            # A malformed observation (without done, say) is the checks' to report, below.
+            if getattr(obs, "done", False):
+                ended.append(i)
+                obs = self._reset_env(env)
+            observations.append(obs)
+        self._check(steps)
+        if ended:
+            self._check([observations[i] for i in ended], ended)
+        try:
+            rewards = np.array([obs.reward for obs in steps], dtype=np.float32)
+            dones = np.array([obs.done for obs in steps], dtype=np.bool_)
+        except BATCHING_ERRORS as err:
+            self.checks.explain(steps, None, f"cannot read reward and done ({err!r})")
+        for i, obs in enumerate(steps):
             if obs.metrics:
                 self._metrics[i].update(obs.metrics)
-            if obs.done:
-                dones[i] = True
-                for key, value in self._metrics[i].items():
-                    env_metrics.setdefault(key, []).append(float(value))
-                obs = self._reset_env(env)
-                self._metrics[i] = dict(obs.metrics)
-            observations.append(obs)
+        env_metrics: dict[str, list[float]] = {}
+        for i in ended:
+            for key, value in self._metrics[i].items():
+                env_metrics.setdefault(key, []).append(float(value))
+            self._metrics[i] = dict(observations[i].metrics)
         self._observations = observations
-        batch = self.batcher.batch(observations, rewards, dones)
+        batch = self._batch(observations, rewards, dones)
         batch.metrics = self.episodes.step(rewards, dones)
         for key, values in env_metrics.items():
             batch.metrics[key] = np.asarray(values, dtype=np.float64)
+        # Episodes cut short (not ended in the task) keep their last observation, whose value
+        # GAE bootstraps from; native observations (another API's) have no truncation flag.
+        cut = [i for i in ended if getattr(steps[i], "truncated", False)]
+        if cut:
+            batch.truncated = np.zeros(self.num_envs, dtype=np.bool_)
+            batch.truncated[cut] = True
+            batch.final = self.batcher.batch([steps[i] for i in cut])
+        # Another API's observations are not validated here: a failure names only the field.
+        if self._native:
+            self.checks.batched(batch, [])
+        else:
+            self.checks.batched(
+                batch, [*observations, *steps], [*range(self.num_envs), *range(self.num_envs)]
+            )
         self._last = batch
         return batch
 

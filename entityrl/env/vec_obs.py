@@ -92,6 +92,9 @@ class VecObs:
     space. ``reward``/``done``: per row; ``done`` means the row's episode ended on this step
     (the row's features are then already those of the next episode's first observation).
     ``metrics``: for episodes that ended on this step, one value per ended episode.
+    ``truncated``: per row, the episode ended by being cut off (a time limit), not by the task
+    (None: no row was). ``final``: for the truncated rows, in row order, the observations that
+    ended their episodes (the trainer bootstraps from their values).
     """
 
     features: dict[str, RaggedArray]
@@ -101,6 +104,8 @@ class VecObs:
     done: npt.NDArray[np.bool_]
     visible: dict[str, RaggedArray] = field(default_factory=dict)
     metrics: dict[str, npt.NDArray[np.float64]] = field(default_factory=dict)
+    truncated: npt.NDArray[np.bool_] | None = None
+    final: VecObs | None = None
 
     @property
     def num_rows(self) -> int:
@@ -114,7 +119,8 @@ class VecObs:
         return counts
 
     def take(self, rows: npt.NDArray[np.int64]) -> VecObs:
-        """The given rows (metrics are not per row and are dropped)."""
+        """The given rows (metrics and truncation are not needed past a step and are
+        dropped)."""
         return VecObs(
             features={k: v.take(rows) for k, v in self.features.items()},
             global_features=self.global_features[rows],
@@ -150,6 +156,7 @@ class VecObs:
         for b in batches:
             for key, values in b.metrics.items():
                 metrics.setdefault(key, []).append(values)
+        truncated, final = _concat_truncation(batches, choices)
         return VecObs(
             features={
                 k: RaggedArray.concat([b.features[k] for b in batches]) for k in first.features
@@ -160,7 +167,22 @@ class VecObs:
             done=np.concatenate([b.done for b in batches]),
             visible=visible,
             metrics={k: np.concatenate(v) for k, v in metrics.items()},
+            truncated=truncated,
+            final=final,
         )
+
+
+def _concat_truncation(
+    batches: Sequence[VecObs], choices: Mapping[str, int]
+) -> tuple[npt.NDArray[np.bool_] | None, VecObs | None]:
+    """The truncation flags and final observations of batches laid end to end."""
+    finals = [b.final for b in batches if b.final is not None]
+    if not finals:
+        return None, None
+    truncated = np.concatenate(
+        [np.zeros(b.num_rows, np.bool_) if b.truncated is None else b.truncated for b in batches]
+    )
+    return truncated, VecObs.concat(finals, choices)
 
 
 def _all_true(lengths: npt.NDArray[np.int64], features: int) -> RaggedArray:

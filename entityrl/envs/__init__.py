@@ -51,6 +51,17 @@ REGISTRY: dict[str, type[Environment] | type[BatchedEnvironment]] = {
 }
 
 
+# Environments of other libraries, named "<library>:<their id>" (gymnasium:CartPole-v1): per
+# library, the module of its adapter, whose ADAPTER class takes the id as ``env_id`` and whose
+# check_id(id) raises KeyError for an id the library does not know.
+ADAPTERS: dict[str, str] = {
+    "crafter": "entityrl.interop.crafter",
+    "gymnasium": "entityrl.interop.gymnasium",
+    "minigrid": "entityrl.interop.minigrid",
+    "pettingzoo": "entityrl.interop.pettingzoo",
+}
+
+
 def names() -> list[str]:
     """Names of all registered environments."""
     return sorted(REGISTRY)
@@ -68,6 +79,9 @@ def lookup(name: str) -> type[Environment] | type[BatchedEnvironment]:
     error (with suggestions) if there is none."""
     if name in REGISTRY:
         return REGISTRY[name]
+    library, _, env_id = name.partition(":")
+    if library in ADAPTERS:
+        return _adapter(library, env_id)
     if ":" in name:
         return _import_class(name)
     close = difflib.get_close_matches(name, REGISTRY, n=3, cutoff=0.5)
@@ -83,14 +97,36 @@ def _import_class(path: str) -> type[Environment] | type[BatchedEnvironment]:
         raise KeyError(f"cannot import environment {path!r}: {err}") from None
     if not (isinstance(cls, type) and issubclass(cls, (Environment, BatchedEnvironment))):
         raise KeyError(f"{path!r} is not an Environment or BatchedEnvironment class")
+    if inspect.isabstract(cls):
+        missing = ", ".join(f"{name}()" for name in sorted(cls.__abstractmethods__))
+        raise KeyError(f"{path!r} is an abstract class: it does not implement {missing}")
     return cls
+
+
+def _adapter(library: str, env_id: str) -> type[Environment] | type[BatchedEnvironment]:
+    try:
+        module = importlib.import_module(ADAPTERS[library])
+    except ImportError as err:
+        raise KeyError(
+            f"{library}:{env_id} needs the {err.name} package: pip install 'entityrl[{library}]'"
+        ) from None
+    module.check_id(env_id)
+    return module.ADAPTER  # type: ignore[no-any-return]
+
+
+def _constructor_kwargs(name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``kwargs`` plus, for another library's environment, its id in that library."""
+    library, _, env_id = name.partition(":")
+    return {"env_id": env_id, **kwargs} if library in ADAPTERS else kwargs
 
 
 def check_kwargs(name: str, kwargs: dict[str, Any]) -> None:
     """Reject keyword arguments the environment's constructor does not accept."""
     cls = lookup(name)
     params = inspect.signature(cls).parameters
-    accepted = [p for p in params if p not in ("num_envs", "seed", "validate")]
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return  # passed on (to another library's constructor), which checks them
+    accepted = [p for p in params if p not in ("num_envs", "seed", "validate", "env_id")]
     for key in kwargs:
         if key not in accepted:
             raise TypeError(
@@ -104,7 +140,7 @@ def make(name: str, **kwargs: Any) -> Environment:
     if issubclass(cls, BatchedEnvironment):
         raise TypeError(f"{name} is natively batched; use make_vec({name!r}, num_envs)")
     check_kwargs(name, kwargs)
-    return cls(**kwargs)
+    return cls(**_constructor_kwargs(name, kwargs))
 
 
 def make_vec(
@@ -123,17 +159,18 @@ def make_vec(
     cls = lookup(name)
     check_kwargs(name, kwargs)
     if issubclass(cls, BatchedEnvironment):
-        env = cls(num_envs=num_envs, seed=seed, **kwargs)  # type: ignore[call-arg]
+        env = cls(num_envs=num_envs, seed=seed, **_constructor_kwargs(name, kwargs))  # type: ignore[call-arg]
         # Set after construction: a subclass need not pass the option on to the base class.
         env.validate = validate
         return env
-    factory = functools.partial(cls, **kwargs)
+    factory = functools.partial(cls, **_constructor_kwargs(name, kwargs))
     if processes > 1:
         return ProcessVecEnv(factory, num_envs, seed, num_workers=processes, validate=validate)
     return SerialVecEnv(factory, num_envs, seed, validate=validate)
 
 
 __all__ = [
+    "ADAPTERS",
     "REGISTRY",
     "CherryPick",
     "CherryPickBatched",

@@ -32,13 +32,20 @@ Precision = Literal["auto", "float32", "bfloat16"]
 PRECISIONS: tuple[str, ...] = get_args(Precision)
 
 
+def cpu_supports(feature: str) -> bool:
+    """Whether torch reports the CPU feature ``feature`` (``avx512_bf16``, ``amx_tile``);
+    False where this torch cannot tell (older releases, other platforms)."""
+    probe = getattr(torch.cpu, f"_is_{feature}_supported", None)
+    try:
+        return bool(probe()) if probe is not None else False
+    except RuntimeError:
+        return False
+
+
 @functools.cache
 def native_bfloat16() -> bool:
     """Whether this CPU has bfloat16 matrix instructions (AVX512-BF16 or AMX-BF16)."""
-    try:
-        return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
-    except (AttributeError, RuntimeError):  # other torch builds or platforms
-        return False
+    return cpu_supports("avx512_bf16") or cpu_supports("amx_tile")
 
 
 def compute_dtype(precision: str, device: torch.device | str = "cpu") -> torch.dtype:

@@ -9,12 +9,14 @@ from entityrl.training.agent import (
     load_agent,
     make_eval_env,
 )
+from entityrl.training.callbacks import Callback
 from entityrl.training.config import ConfigError, TrainConfig, load_config
 from entityrl.training.runner import Trainer, TrainResult, train
 
 __all__ = [
     "Agent",
     "AgentError",
+    "Callback",
     "ConfigError",
     "Evaluation",
     "Policy",

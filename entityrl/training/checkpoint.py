@@ -1,9 +1,12 @@
 """Checkpoints: everything needed to continue a run or use its agent, written atomically.
 
 ``checkpoint.pt`` holds tensors and plain data only (it loads with ``weights_only=True``):
-model and optimizer state, config, step, RNG states, and the spaces the network was built for.
-The environments' own state (to continue episodes exactly where they were) is pickled to
-``env_state.pkl`` beside it and read only when resuming.
+model and optimizer state, config, step, RNG states, the spaces the network was built for, and
+the environments' own state (to continue episodes exactly where they were), pickled into a
+bytes field that is unpickled only when resuming. One file, written atomically: no crash can
+pair a model with environments of another iteration. (Checkpoints of earlier versions kept
+the environments' state in ``env_state.pkl`` beside it; they still resume.) A checkpoint with
+a non-finite number in its model or optimizer state is refused rather than written.
 """
 
 from __future__ import annotations
@@ -25,7 +28,10 @@ from entityrl.env.space_data import spaces_to_data as spaces_to_data
 FORMAT = "entityrl-checkpoint"
 VERSION = 1
 CHECKPOINT_FILE = "checkpoint.pt"
+ZIP_MAGIC = b"PK\x03\x04"  # how a zip archive, which torch.save writes, begins
+ENV_STATE_KEY = "env_state"
 ENV_STATE_FILE = "env_state.pkl"
+"""Where checkpoints of earlier versions kept the environments' state."""
 REQUIRED = (
     "format",
     "version",
@@ -58,13 +64,45 @@ def atomic_write(path: Path, write: Callable[[Any], None], mode: str = "wb") -> 
         raise
 
 
-def save_checkpoint(directory: Path, state: dict[str, Any], env_state: bytes | None) -> Path:
-    """Write ``checkpoint.pt`` (and ``env_state.pkl`` when given) into ``directory``."""
-    path = directory / CHECKPOINT_FILE
-    if env_state is not None:
-        atomic_write(directory / ENV_STATE_FILE, lambda f: f.write(env_state))
-    atomic_write(path, lambda f: torch.save({"format": FORMAT, "version": VERSION, **state}, f))
+def save_checkpoint(
+    directory: Path, state: dict[str, Any], env_state: bytes | None, name: str = CHECKPOINT_FILE
+) -> Path:
+    """Write ``name`` (default ``checkpoint.pt``) into ``directory``, with the environments'
+    state ``env_state`` (if given) in the same file."""
+    for key in ("model", "optimizer"):
+        bad = first_non_finite(state[key])
+        if bad is not None:
+            raise CheckpointError(
+                f"refusing to write a checkpoint whose {key} state holds non-finite numbers "
+                f"({key}.{bad}); the last checkpoint in {directory} is kept"
+            )
+    path = directory / name
+    data = {"format": FORMAT, "version": VERSION, **state, ENV_STATE_KEY: env_state}
+    atomic_write(path, lambda f: torch.save(data, f))
+    # An environment state of an earlier version would no longer match the checkpoint.
+    (directory / ENV_STATE_FILE).unlink(missing_ok=True)
     return path
+
+
+def first_non_finite(tree: Any, prefix: str = "") -> str | None:
+    """The dotted name of the first floating-point tensor in ``tree`` (nested dicts and lists)
+    holding a NaN or an infinity, or None."""
+    if isinstance(tree, torch.Tensor):
+        if tree.is_floating_point() and not bool(torch.isfinite(tree).all()):
+            return prefix or "tensor"
+        return None
+    items = (
+        tree.items()
+        if isinstance(tree, dict)
+        else enumerate(tree)
+        if isinstance(tree, list)
+        else ()
+    )
+    for key, value in items:
+        found = first_non_finite(value, f"{prefix}.{key}" if prefix else str(key))
+        if found is not None:
+            return found
+    return None
 
 
 def resolve(path: str | Path) -> Path:
@@ -82,9 +120,23 @@ def resolve(path: str | Path) -> Path:
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
     """Read and sanity-check a checkpoint; a clear error if it is corrupt or not ours."""
     p = resolve(path)
+    if p.is_file() and p.stat().st_size and _first_bytes(p) != ZIP_MAGIC:
+        # torch.save writes zip archives; other files make torch.load fail in odd ways.
+        raise CheckpointError(
+            f"{p} is not a checkpoint: expected a checkpoint.pt written by entityrl train "
+            "(a zip archive), or the run directory holding one"
+        )
     try:
         data = torch.load(p, map_location="cpu", weights_only=True)
-    except (RuntimeError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile, OSError) as err:
+    except (
+        RuntimeError,
+        EOFError,
+        pickle.UnpicklingError,
+        zipfile.BadZipFile,
+        OSError,
+        IndexError,
+        ValueError,
+    ) as err:
         raise CheckpointError(
             f"{p} is not a readable checkpoint (corrupt or truncated file?): {_reason(err)}"
         ) from None
@@ -100,6 +152,11 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     return data
 
 
+def _first_bytes(path: Path) -> bytes:
+    with path.open("rb") as f:
+        return f.read(len(ZIP_MAGIC))
+
+
 def _reason(err: BaseException) -> str:
     """The gist of torch's error, on one line."""
     if isinstance(err, pickle.UnpicklingError):
@@ -112,9 +169,26 @@ def _reason(err: BaseException) -> str:
     return first_sentence or type(err).__name__
 
 
-def load_env_state(directory: Path) -> bytes | None:
-    path = directory / ENV_STATE_FILE
-    return path.read_bytes() if path.exists() else None
+def load_env_states(directory: Path, saved: dict[str, Any]) -> list[bytes] | None:
+    """The environments' saved state, one entry per training process, from the checkpoint
+    ``saved`` (read from ``directory``); None if the environments could not save theirs."""
+    if ENV_STATE_KEY in saved:
+        data, where = saved[ENV_STATE_KEY], directory / CHECKPOINT_FILE
+    else:  # a checkpoint of an earlier version
+        where = directory / ENV_STATE_FILE
+        data = where.read_bytes() if where.exists() else None
+    if data is None:
+        return None
+    try:
+        states = pickle.loads(data)
+    except Exception as err:  # whatever unpickling garbage raises
+        raise CheckpointError(
+            f"{where}: the environments' saved state is unreadable (corrupt or truncated "
+            f"file?): {type(err).__name__}: {err}"
+        ) from None
+    if not isinstance(states, list):
+        raise CheckpointError(f"{where}: the environments' saved state is not ours")
+    return states
 
 
 def config_differences(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list[str]:

@@ -14,6 +14,7 @@ import dataclasses
 import difflib
 import inspect
 import itertools
+import re
 import textwrap
 import typing
 from dataclasses import dataclass, field
@@ -85,6 +86,28 @@ class LogConfig:
         require_positive("log", checkpoint_interval=self.checkpoint_interval)
 
 
+@dataclass
+class EvalConfig:
+    """Evaluation during training, on environments of its own (seeded apart from training's)."""
+
+    interval: int = 0
+    """Environment steps between evaluations (0: none). Each logs eval/* metrics and keeps the
+    best agent so far in best.pt of the run directory."""
+    episodes: int = 32
+    """Episodes per evaluation."""
+    num_envs: int = 8
+    """Environments the evaluation plays at once."""
+    deterministic: bool = False
+    """Evaluate the most probable action of every actor instead of sampled ones."""
+    stop_at_target: bool = False
+    """End the run once an evaluation's mean return reaches target_return."""
+
+    def __post_init__(self) -> None:
+        if self.interval < 0:
+            raise ConfigError(f"eval.interval must be >= 0 (0: no evaluation), got {self.interval}")
+        require_positive("eval", episodes=self.episodes, num_envs=self.num_envs)
+
+
 ALGORITHMS = ("ppo", "bc")
 
 
@@ -98,6 +121,7 @@ class TrainConfig:
     ppo: PPOConfig = field(default_factory=PPOConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     log: LogConfig = field(default_factory=LogConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
     total_timesteps: int = 200_000
     """Environment steps to train for."""
     seed: int = 1
@@ -110,7 +134,11 @@ class TrainConfig:
     """Threads torch may use (0: OMP_NUM_THREADS if set, else the cores / world_size)."""
     world_size: int = 1
     """Training processes (data-parallel): each steps num_envs / world_size environments and
-    takes its share of every minibatch; gradients are summed, so all take the same steps."""
+    takes its share of every minibatch; gradients are summed, so all take the same steps.
+    Under a launcher (torchrun) leave it at 1: the launcher's world size is used."""
+    distributed_timeout: float = 300.0
+    """Seconds a training process of a data-parallel run waits for the others (a gradient sum,
+    a checkpoint) before it stops with an error: a peer that died or hangs never blocks it."""
     target_return: float | None = None
     """The mean episode return this configuration is known to reach within total_timesteps."""
     algo: str = "ppo"
@@ -133,6 +161,15 @@ class TrainConfig:
         if self.torch_threads < 0:
             raise ConfigError(f"torch_threads must be >= 0, got {self.torch_threads}")
         require_positive("", world_size=self.world_size)
+        if not self.distributed_timeout > 0:
+            raise ConfigError(
+                f"distributed_timeout must be > 0 seconds, got {self.distributed_timeout}"
+            )
+        if self.eval.stop_at_target and (self.target_return is None or not self.eval.interval):
+            raise ConfigError(
+                "eval.stop_at_target needs target_return and eval.interval > 0; got "
+                f"target_return={self.target_return}, eval.interval={self.eval.interval}"
+            )
         for key, value in (
             ("rollout.num_envs", self.rollout.num_envs),
             ("optim.bs", self.optim.bs),
@@ -151,7 +188,11 @@ class TrainConfig:
 
 # ---------------------------------------------------------------------------- loading
 def config_path_for(env_id: str) -> Path:
-    """The shipped config file of a registered environment (may not exist)."""
+    """The shipped config file of a registered environment (may not exist); another
+    library's environment (``gymnasium:CartPole-v1``) in lower case with ``_`` between
+    words (``gymnasium_cartpole_v1.yaml``)."""
+    if ":" in env_id:
+        return CONFIG_DIR / f"{re.sub('[^a-z0-9]+', '_', env_id.lower())}.yaml"
     snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in env_id).lstrip("_")
     return CONFIG_DIR / f"{snake}.yaml"
 
@@ -179,6 +220,8 @@ def load_config(
             try:
                 lookup(str(source))
             except KeyError as err:
+                if ":" in str(source):  # an import path: the error says what is wrong with it
+                    raise ConfigError(err.args[0]) from None
                 raise ConfigError(
                     f"{source!r} is neither a config file nor a registered environment: "
                     f"{err.args[0]}"
@@ -191,8 +234,28 @@ def load_config(
         if "=" not in item:
             raise ConfigError(f"override {item!r} must look like key=value (e.g. ppo.gamma=0.9)")
     if overrides:
-        layers.append(OmegaConf.from_dotlist(list(overrides)))
+        layers.append(OmegaConf.from_dotlist([_integral_as_int(item) for item in overrides]))
     return from_layers(layers, check_env)
+
+
+def _integral_as_int(override: str) -> str:
+    """``total_timesteps=1e5`` as ``total_timesteps=100000``: an integral number written as a
+    float is accepted where a whole number is expected."""
+    key, _, value = override.partition("=")
+    try:
+        number = float(value)
+    except ValueError:
+        return override
+    if not number.is_integer() or _field_type(key.strip()) is not int:
+        return override
+    return f"{key}={int(number)}"
+
+
+def _field_type(path: str) -> Any:
+    """The declared type of the config field at a dotted path (None if there is none)."""
+    section, _, name = path.rpartition(".")
+    cls = _section(section)
+    return None if cls is None else typing.get_type_hints(cls).get(name)
 
 
 def from_layers(layers: list[Any], check_env: bool = True) -> TrainConfig:
@@ -237,16 +300,22 @@ def _explain(err: OmegaConfBaseException) -> str:
 
 def _fields_at(path: str) -> list[str]:
     """Field names of the config section at a dotted path ('' is the top level)."""
+    cls = _section(path)
+    return [] if cls is None else [f.name for f in dataclasses.fields(cls)]
+
+
+def _section(path: str) -> Any:
+    """The dataclass of the config section at a dotted path ('' is the top level), or None."""
     cls: Any = TrainConfig
     for part in filter(None, path.split(".")):
         if not dataclasses.is_dataclass(cls) or part not in {
             f.name for f in dataclasses.fields(cls)
         }:
-            return []
+            return None
         cls = _nested_dataclass(cls, part)
         if cls is None:
-            return []
-    return [f.name for f in dataclasses.fields(cls)]
+            return None
+    return cls
 
 
 def _nested_dataclass(owner: type, name: str) -> type | None:

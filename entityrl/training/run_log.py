@@ -57,9 +57,11 @@ class RunLog:
         text = "".join(json.dumps(r) + "\n" for r in kept)
         atomic_write(self.path, lambda f: f.write(text), mode="w")
 
-    def log(self, step: int, metrics: dict[str, float]) -> None:
+    def log(self, step: int, metrics: dict[str, float | None]) -> None:
+        """One record; a missing or non-finite value is written as null (JSON has no NaN),
+        so every field logged shows in every record."""
         clean = {k: float(v) for k, v in metrics.items() if v is not None and math.isfinite(v)}
-        record = {"step": step, "time": time.time(), **clean}
+        record = {"step": step, "time": time.time(), **{k: clean.get(k) for k in metrics}}
         self._file.write(json.dumps(record) + "\n")
         self._file.flush()
         if self._writer is not None:
@@ -91,8 +93,9 @@ def read_metrics(run_dir: str | Path) -> list[dict[str, float]]:
     """All complete records of a run's metrics.jsonl.
 
     A run that is still logging may be caught halfway through writing its last line: a last
-    line that is not JSON is left out. Any other line that is not JSON raises
-    :class:`json.JSONDecodeError`, whose ``lineno`` is that line's number in the file.
+    line without a line break that is not JSON is left out. Any other line that is not JSON
+    (a complete line is never half-written) raises :class:`json.JSONDecodeError`, whose
+    ``lineno`` is that line's number in the file.
     """
     path = Path(run_dir) / METRICS_FILE
     if not path.exists():
@@ -108,7 +111,7 @@ def read_metrics(run_dir: str | Path) -> list[dict[str, float]]:
                 # Without its line break, so that an error at the end stays on this line.
                 records.append(json.loads(line.rstrip("\r\n")))
             except json.JSONDecodeError as err:
-                if i == last:
+                if i == last and not line.endswith("\n"):
                     break
                 # Located in the whole file, so that the error names the file's line.
                 raise json.JSONDecodeError(err.msg, text, start + err.pos) from None

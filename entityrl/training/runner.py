@@ -27,15 +27,20 @@ import torch
 from entityrl.algo.optimizer import adam
 from entityrl.algo.ppo import ppo_update
 from entityrl.algo.reduce import Reducer
+from entityrl.algo.reward_scale import RewardScaler
 from entityrl.env.environment import Environment
 from entityrl.env.process_vec_env import ProcessVecEnv
 from entityrl.env.vec_env import EnvFactory, SerialVecEnv, VecEnv
 from entityrl.nn.device import resolve_device
 from entityrl.nn.rogue_net import RogueNet
 from entityrl.training import checkpoint as ckpt
+from entityrl.training import run_dir as run_dirs
+from entityrl.training.callbacks import Callback
 from entityrl.training.config import TrainConfig, load_config, to_dict, to_yaml
 from entityrl.training.demonstrations import DemonstrationLoss
+from entityrl.training.finite import check_update
 from entityrl.training.init_from import load_initial_weights
+from entityrl.training.periodic_eval import BEST_FILE, PeriodicEvaluator
 from entityrl.training.progress import ProgressReporter
 from entityrl.training.run_log import RunLog
 from entityrl.training.sampler import make_sampler
@@ -54,6 +59,10 @@ class TrainResult:
     """Mean return of the last (up to) 100 episodes."""
     seconds: float
     interrupted: bool
+    """Stopped by Ctrl-C."""
+    stop_reason: str | None = None
+    """Why the run ended before total_timesteps, when a callback or eval.stop_at_target
+    ended it."""
 
 
 def make_env(
@@ -88,7 +97,7 @@ def make_env(
 
 
 def default_run_dir(config: TrainConfig) -> Path:
-    return Path("runs") / f"{config.env.id}-{time.strftime('%Y%m%d-%H%M%S')}"
+    return run_dirs.default_run_dir(config.env.id)
 
 
 def torch_threads(config: TrainConfig) -> int | None:
@@ -99,10 +108,11 @@ def torch_threads(config: TrainConfig) -> int | None:
     if os.environ.get("OMP_NUM_THREADS"):
         return None
     cores = os.cpu_count() or 1
-    # The cores are shared by the training processes. Environment workers are not counted:
+    # The cores are shared by the training processes of this machine (a launcher says how
+    # many there are; world_size=N starts all N here). Environment workers are not counted:
     # they idle during updates, when threads matter most (measured: 2 threads beat 1 on
     # 2 cores with 2 environment workers).
-    return max(1, cores // config.world_size)
+    return max(1, cores // int(os.environ.get("LOCAL_WORLD_SIZE", config.world_size)))
 
 
 class _StopFlag:
@@ -140,9 +150,12 @@ class Trainer:
         resume: str | Path | None = None,
         on_iteration: Callable[[dict[str, float]], None] | None = None,
         reducer: Reducer | None = None,
+        callbacks: Sequence[Callback] = (),
     ) -> None:
         self.config = config
         self.on_iteration = on_iteration
+        self.callbacks = list(callbacks)
+        self.stop_reason: str | None = None
         # With several processes (see entityrl.training.distributed) each steps its share of
         # the environments; the reducer combines what they compute. Rank 0 logs and saves.
         self.reducer = reducer or Reducer()
@@ -151,6 +164,8 @@ class Trainer:
         self.run_dir = (
             Path(resume) if resume else Path(config.log.run_dir or default_run_dir(config))
         )
+        if not resume and self.rank == 0:
+            run_dirs.refuse_existing_run(self.run_dir)
         saved = ckpt.load_checkpoint(self.run_dir) if resume else None
         if saved is not None:
             _check_resumable(saved, config)
@@ -179,6 +194,10 @@ class Trainer:
         self.step = 0
         self.iteration = 0
         self.recent_returns: collections.deque[float] = collections.deque(maxlen=100)
+        self.reward_scaler: RewardScaler | None = None
+        if config.ppo.norm_reward:
+            scaler = self.reward_scaler = RewardScaler(per_rank, config.ppo.gamma)
+            self.sampler.transform_rewards = lambda r, d: scaler(r, d, self.combine)
         if saved is not None:
             self._restore(saved)
         elif config.init_from:
@@ -187,6 +206,12 @@ class Trainer:
         else:
             self.net.update_normalizers(self.sampler.obs, self.combine)
         self.log: RunLog | None = None
+        # Evaluation runs in rank 0; every rank knows when, to take part in saving best.pt.
+        self.evaluator: PeriodicEvaluator | None = None
+        if config.eval.interval:
+            self.next_eval = (self.step // config.eval.interval + 1) * config.eval.interval
+            if self.rank == 0:
+                self.evaluator = PeriodicEvaluator(config, env)
         if self.rank == 0:
             self.log = RunLog(
                 self.run_dir,
@@ -215,6 +240,11 @@ class Trainer:
             ),
             "spaces": ckpt.spaces_to_data(self.env.obs_space, self.env.action_space),
             "recent_returns": list(self.recent_returns),
+            **(
+                {"reward_scale": self.reducer.gather(self.reward_scaler.state_dict())}
+                if self.reward_scaler is not None
+                else {}
+            ),
         }
 
     def save(self) -> Path:
@@ -242,9 +272,11 @@ class Trainer:
             self.generator.set_state(rng["sampling"])
         self.rng.bit_generator.state = rng["numpy"]
         self.recent_returns.extend(saved.get("recent_returns", []))
-        env_states = ckpt.load_env_state(self.run_dir)
+        if self.reward_scaler is not None:
+            self.reward_scaler.load_state_dict(saved["reward_scale"][self.rank])
+        env_states = ckpt.load_env_states(self.run_dir, saved)
         if env_states is not None:
-            self.sampler.obs = self.env.set_state(pickle.loads(env_states)[self.rank])
+            self.sampler.obs = self.env.set_state(env_states[self.rank])
 
     # ------------------------------------------------------------------ loop
     def schedule(self) -> tuple[float, float]:
@@ -268,6 +300,7 @@ class Trainer:
         stats = ppo_update(
             self.net, self.optimizer, rollout, cfg.ppo, cfg.optim, ent_coef, self.rng, self.reducer
         )
+        check_update(stats, self.net, self.step)
         extra: dict[str, float] = {}
         if self.demonstrations is not None:
             extra = self.demonstrations.update(
@@ -338,12 +371,19 @@ class Trainer:
                     progress.update(self.step, metrics["perf/sps"], self.mean_return)
                     if self.on_iteration is not None:
                         self.on_iteration(metrics)
+                    for callback in self.callbacks:
+                        callback.on_iteration(self, metrics)
+                    if cfg.eval.interval and self.step >= self.next_eval:
+                        self.evaluate()
                     if self.step >= next_checkpoint:
                         self.save()
                         next_checkpoint += cfg.log.checkpoint_interval
-                    # Every process stops after the same iteration, whichever saw the Ctrl-C.
-                    if self.reducer.sum([stop.requested])[0] > 0:
+                    # Every process stops after the same iteration, whichever saw the Ctrl-C
+                    # or was asked to stop.
+                    ctrl_c, asked = self.reducer.sum([stop.requested, self.stop_reason is not None])
+                    if ctrl_c > 0:
                         interrupted = True
+                    if ctrl_c > 0 or asked > 0:
                         break
             path = self.save()
             self._check_in_sync()
@@ -355,10 +395,40 @@ class Trainer:
             gc.collect()
             if self.log is not None:
                 self.log.close()
+            if self.evaluator is not None:
+                self.evaluator.close()
             self.env.close()
-        return TrainResult(
-            self.run_dir, path, self.step, self.mean_return, time.time() - started, interrupted
-        )
+        return TrainResult(self.run_dir, path, self.step, self.mean_return,
+                           time.time() - started, interrupted, self.stop_reason)  # fmt: skip
+
+    def request_stop(self, reason: str) -> None:
+        """End the run after the current iteration (from a callback, say); the final
+        checkpoint is written and the result's ``stop_reason`` is ``reason``."""
+        self.stop_reason = reason
+
+    def evaluate(self) -> None:
+        """The periodic evaluation: rank 0 plays, logs eval/* and says whether it is the best
+        so far; then every rank takes part in writing best.pt."""
+        while self.next_eval <= self.step:
+            self.next_eval += self.config.eval.interval
+        improved = False
+        if self.evaluator is not None:
+            evaluation, improved = self.evaluator.run(self.net)
+            metrics = {f"eval/{name}": evaluation.mean(name) for name in evaluation.metrics}
+            metrics["eval/best_return"] = self.evaluator.best
+            if self.log is not None:
+                self.log.log(self.step, metrics)
+            for callback in self.callbacks:
+                callback.on_eval(self, evaluation)
+            if self.evaluator.reached_target(evaluation):
+                self.request_stop(
+                    f"evaluation mean return {evaluation.mean():.3f} reached target_return "
+                    f"{self.config.target_return}"
+                )
+        if self.reducer.sum([improved])[0] > 0:
+            state = self.state()
+            if self.rank == 0:
+                ckpt.save_checkpoint(self.run_dir, state, None, name=BEST_FILE)
 
 
 def _merge_metrics(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
@@ -407,13 +477,15 @@ def train(
     config: TrainConfig | str | Path | None = None,
     overrides: Sequence[str] = (),
     resume: str | Path | None = None,
+    callbacks: Sequence[Callback] = (),
 ) -> TrainResult:
     """Train a RogueNet policy with PPO.
 
     ``env``: a registered environment name, or an :class:`~entityrl.env.Environment` subclass or
     zero-argument factory (your own simulator). ``config``: a :class:`TrainConfig`, a YAML path,
     or None for the environment's shipped config (or the defaults). ``overrides``: strings like
-    ``"ppo.gamma=0.9"``. ``resume``: a run directory to continue.
+    ``"ppo.gamma=0.9"``. ``resume``: a run directory to continue. ``callbacks``:
+    :class:`~entityrl.training.callbacks.Callback` instances (run in this process, rank 0).
     """
     if isinstance(config, TrainConfig):
         if overrides:
@@ -436,11 +508,13 @@ def train(
         from entityrl.training.imitation import train_bc
 
         return train_bc(config, env)
-    if config.world_size > 1:
-        from entityrl.training.distributed import launch
+    from entityrl.training import distributed
 
-        return launch(config, env, resume)
-    return Trainer(config, env, resume).run()
+    if distributed.launched():
+        return distributed.join_launcher(config, env, resume, callbacks)
+    if config.world_size > 1:
+        return distributed.launch(config, env, resume, callbacks)
+    return Trainer(config, env, resume, callbacks=callbacks).run()
 
 
 __all__ = ["TrainResult", "Trainer", "make_env", "train"]

@@ -8,6 +8,7 @@ runs a copy of the policy, so that every core steps and infers at once.
 from __future__ import annotations
 
 import pickle
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +35,14 @@ class _Transition:
     values: npt.NDArray[np.float32]
     reward: npt.NDArray[np.float32] | None = None
     done: npt.NDArray[np.bool_] | None = None
+    # Per row, the value of the observation that ended a truncated episode (else 0).
+    bootstrap: npt.NDArray[np.float32] | None = None
 
+
+# (rewards, dones), both (steps, envs) -> the rewards GAE uses.
+RewardTransform = Callable[
+    [npt.NDArray[np.float32], npt.NDArray[np.bool_]], npt.NDArray[np.float32]
+]
 
 # A step's transition and the episode metrics it reported.
 _Step = tuple[_Transition, dict[str, npt.NDArray[np.float64]]]
@@ -56,8 +64,18 @@ def _run(net: RogueNet, env: VecEnv, obs: VecObs, steps: int, generator: torch.G
         transition = _Transition(obs, actions, logprobs, out.values.numpy())
         obs = env.act(actions)
         transition.reward, transition.done = obs.reward, obs.done
+        transition.bootstrap = _truncation_values(net, obs)
         transitions.append((transition, obs.metrics))
     return transitions, obs
+
+
+def _truncation_values(net: RogueNet, obs: VecObs) -> npt.NDArray[np.float32]:
+    """Per row, the value of the final observation of an episode cut off on this step (0 for
+    rows that went on or ended by the task)."""
+    values = np.zeros(obs.num_rows, dtype=np.float32)
+    if obs.truncated is not None and obs.final is not None:
+        values[obs.truncated] = net.values(obs.final).numpy()
+    return values
 
 
 class Sampler:
@@ -80,6 +98,9 @@ class Sampler:
         self.steps = steps
         self.generator = generator or _new_generator(net.device)
         self.obs: VecObs = env.reset()
+        # What GAE sees instead of the environment's rewards (steps, envs), e.g. scaled ones
+        # (ppo.norm_reward); None: the rewards themselves.
+        self.transform_rewards: RewardTransform | None = None
 
     def collect(self, gamma: float, gae_lambda: float) -> Rollout:
         transitions, self.obs = _run(self.net, self.env, self.obs, self.steps, self.generator)
@@ -98,8 +119,15 @@ class Sampler:
         values = np.stack([np.concatenate([t.values for t in step]) for step in steps])
         rewards = np.stack([np.concatenate([t.reward for t in step]) for step in steps])  # type: ignore[misc]
         dones = np.stack([np.concatenate([t.done for t in step]) for step in steps])  # type: ignore[misc]
+        bootstrap = np.stack([np.concatenate([t.bootstrap for t in step]) for step in steps])  # type: ignore[misc]
         next_values = self.net.values(self.obs).numpy()
-        advantages, returns = gae(rewards, values, dones, next_values, gamma, gae_lambda)
+        if self.transform_rewards is not None:
+            rewards = self.transform_rewards(rewards, dones)
+        # A truncated episode did not end in the task: its last step earns the discounted value
+        # of the state it was cut off in, which GAE (stopping at the episode's end) would drop.
+        advantages, returns = gae(
+            rewards + gamma * bootstrap, values, dones, next_values, gamma, gae_lambda
+        )
         names = list(self.env.action_space)
         return Rollout(
             obs=VecObs.concat([t.obs for t in flat], self.env.choices),

@@ -390,10 +390,10 @@ class ClockOutsideItsRow(Countdown):
         return obs
 
 
-def test_a_batched_environment_validates_its_batches_when_asked() -> None:
-    ClockOutsideItsRow(2, seed=0).reset()  # not checked by default
+@pytest.mark.parametrize("validate", [False, True])
+def test_a_batched_environment_validates_its_first_batches_always(validate: bool) -> None:
     env = ClockOutsideItsRow(2, seed=0)
-    env.validate = True
+    env.validate = validate
     with pytest.raises(
         EnvValidationError, match=r"ClockOutsideItsRow: VecObs.action_masks\['Tick'\].actors: row 0"
     ):

@@ -19,11 +19,12 @@ from entityrl.nn.kernels import build
 from entityrl.nn.kernels import linear as lk
 from entityrl.nn.kernels.mlp import fused_mlp
 from entityrl.nn.kernels.pointwise import gelu
-from entityrl.nn.precision import linear_in
+from entityrl.nn.precision import cpu_supports, linear_in
 
 DISABLED = os.environ.get("ENTITYRL_NO_KERNELS", "") not in ("", "0")
 CAN_RUN = (
-    bool(torch.cpu._is_avx512_bf16_supported())
+    cpu_supports("avx512_bf16")
+    and not os.environ.get("ENTITYRL_KERNEL_ARCH")  # another target may lack AVX512-BF16
     and build.find_compiler() is not None
     and not DISABLED
 )

@@ -295,7 +295,7 @@ def _unknown_config_key(run_dir: Path, path: Path) -> None:
     "corrupt, reason",
     [
         (_truncated, "not a readable checkpoint"),
-        (_random_bytes, "not a readable checkpoint"),
+        (_random_bytes, "is not a checkpoint: expected a checkpoint.pt written by entityrl train"),
         (_empty, "not a readable checkpoint"),
         (_foreign_torch_file, "not an entityrl checkpoint"),
         (

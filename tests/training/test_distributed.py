@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from entityrl.training import checkpoint as ckpt
 from entityrl.training.config import ConfigError, load_config
+from entityrl.training.distributed import _free_port
 from entityrl.training.runner import train
 
 SMALL = [
@@ -41,3 +46,112 @@ def test_two_processes_train_in_step_and_resume(tmp_path: Path) -> None:
 def test_world_size_must_divide_the_batch() -> None:
     with pytest.raises(ConfigError, match=r"rollout\.num_envs \(9\) must be a multiple"):
         load_config("CherryPick", ["world_size=2", "rollout.num_envs=9"])
+
+
+def test_config_world_size_must_match_the_launcher(monkeypatch: pytest.MonkeyPatch) -> None:
+    from entityrl.training.distributed import rank_config
+
+    config = load_config("CherryPick", ["world_size=4", "rollout.num_envs=8"])
+    with pytest.raises(
+        ConfigError, match=r"world_size=4 in the config, but the launcher started 2"
+    ):
+        rank_config(config, world_size=2, local_rank=0)
+    with pytest.raises(ConfigError, match=r"rollout\.num_envs \(9\) must be a multiple"):
+        rank_config(load_config("CherryPick", ["rollout.num_envs=9"]), world_size=2, local_rank=0)
+    assert rank_config(load_config("CherryPick"), world_size=2, local_rank=1).world_size == 2
+
+
+# Rank 1 dies (as on a lost machine) or hangs after its environments took a few steps.
+DYING_ENV = """
+import os
+import time
+
+import torch.distributed as dist
+
+from entityrl.envs import CherryPick
+
+
+class LostCherryPick(CherryPick):
+    steps = 0
+
+    def act(self, actions):
+        LostCherryPick.steps += 1
+        if dist.is_initialized() and dist.get_rank() == 1 and LostCherryPick.steps > 40:
+            self.lose()
+        return super().act(actions)
+
+
+class DyingCherryPick(LostCherryPick):
+    def lose(self):
+        os._exit(3)
+
+
+class HangingCherryPick(LostCherryPick):
+    def lose(self):
+        time.sleep(3600)
+"""
+
+
+def _torchrun(node_rank: int, port: int, args: list[str], cwd: Path) -> subprocess.Popen[str]:
+    """One of two torchrun "nodes" on this machine, one process each."""
+    command = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=1",
+               f"--node-rank={node_rank}", "--master-addr=127.0.0.1", f"--master-port={port}",
+               "-m", "entityrl", "train", *args]  # fmt: skip
+    return subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)  # fmt: skip
+
+
+def _two_nodes(args: list[str], cwd: Path, timeout: float = 240) -> list[tuple[int, str]]:
+    port = _free_port()
+    nodes = [_torchrun(rank, port, args, cwd) for rank in (0, 1)]
+    results = []
+    for node in nodes:
+        try:
+            _, err = node.communicate(timeout=timeout)
+        finally:
+            node.kill()
+        results.append((node.returncode, err))
+    return results
+
+
+def test_two_torchrun_nodes_train_like_the_world_size_shortcut(tmp_path: Path) -> None:
+    # Same seeds, same split of the environments over two ranks, same gradient sums: the
+    # launcher's run and world_size=2 on one machine end with identical parameters.
+    common = [*SMALL[1:], "torch_threads=1", "log.checkpoint_interval=128"]
+    launched = tmp_path / "launched"
+    results = _two_nodes(["CherryPick", *common, f"log.run_dir={launched}"], cwd=tmp_path)
+    assert [code for code, _ in results] == [0, 0], results
+    shortcut = tmp_path / "shortcut"
+    train(config=load_config("CherryPick", [*SMALL, *common, f"log.run_dir={shortcut}"]))
+    ours, theirs = (ckpt.load_checkpoint(d)["model"] for d in (launched, shortcut))
+    assert ours.keys() == theirs.keys()
+    for name in ours:
+        torch.testing.assert_close(ours[name], theirs[name], rtol=0, atol=0, msg=name)
+    assert load_config(launched / "config.yaml").world_size == 2  # resumable with 2 ranks
+
+
+def test_a_dead_torchrun_node_stops_the_other_with_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "dying_env.py").write_text(DYING_ENV)
+    args = ["dying_env:DyingCherryPick", *SMALL[1:], "total_timesteps=100000",
+            "distributed_timeout=30", f"log.run_dir={tmp_path / 'run'}"]  # fmt: skip
+    started = time.monotonic()
+    (code0, err0), (code1, _) = _two_nodes(args, cwd=tmp_path)
+    assert time.monotonic() - started < 90
+    assert code0 != 0 and code1 != 0
+    assert "entityrl train: error: training process 0 of 2 lost the others" in err0
+
+
+@pytest.mark.parametrize(("env", "timeout"), [("DyingCherryPick", 30), ("HangingCherryPick", 20)])
+def test_a_lost_rank_stops_the_world_size_shortcut_with_a_clear_error(
+    tmp_path: Path, env: str, timeout: int
+) -> None:
+    (tmp_path / "dying_env.py").write_text(DYING_ENV)
+    command = [sys.executable, "-m", "entityrl", "train", f"dying_env:{env}", *SMALL,
+               "total_timesteps=100000", f"distributed_timeout={timeout}",
+               f"log.run_dir={tmp_path / 'run'}"]  # fmt: skip
+    started = time.monotonic()
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert time.monotonic() - started < timeout + 60  # never a hang (the test's limit: 120 s)
+    assert done.returncode == 1, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("entityrl train: error: training process 0 of 2 lost the others")

@@ -36,3 +36,18 @@ def test_resuming_drops_later_records_and_a_half_written_line(tmp_path: Path) ->
     records = read_metrics(tmp_path)
     assert [(r["step"], r["loss"]) for r in records] == [(8, 1.0), (16, 0.5), (24, 0.125)]
     assert list(tmp_path.iterdir()) == [tmp_path / METRICS_FILE]  # no temporary file left
+
+
+def test_a_complete_last_line_that_is_not_json_is_reported(tmp_path: Path) -> None:
+    (tmp_path / METRICS_FILE).write_text(COMPLETE + "garbage\n")
+    with pytest.raises(json.JSONDecodeError) as error:
+        read_metrics(tmp_path)
+    assert error.value.lineno == 4
+
+
+def test_a_value_that_is_not_a_finite_number_is_logged_as_null(tmp_path: Path) -> None:
+    log = RunLog(tmp_path, tensorboard=False)
+    log.log(8, {"loss": float("nan"), "return": float("inf"), "entropy": 0.5})
+    log.close()
+    (record,) = read_metrics(tmp_path)
+    assert record["loss"] is None and record["return"] is None and record["entropy"] == 0.5

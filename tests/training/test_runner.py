@@ -61,16 +61,20 @@ def interrupt_after(iterations: int):
     return hook
 
 
-@pytest.mark.parametrize("processes", [1, 2], ids=["in_process", "worker_processes"])
+@pytest.mark.parametrize(
+    ("processes", "extra"),
+    [(1, ()), (2, ()), (1, ("ppo.norm_reward=true",))],
+    ids=["in_process", "worker_processes", "reward_normalization"],
+)
 def test_an_interrupted_run_resumed_reaches_the_same_parameters(
-    tmp_path: Path, processes: int
+    tmp_path: Path, processes: int, extra: tuple[str, ...]
 ) -> None:
-    workers = f"rollout.processes={processes}"
-    Trainer(config(tmp_path / "whole", workers)).run()
+    workers = [f"rollout.processes={processes}", *extra]
+    Trainer(config(tmp_path / "whole", *workers)).run()
 
-    first = Trainer(config(tmp_path / "split", workers), on_iteration=interrupt_after(2)).run()
+    first = Trainer(config(tmp_path / "split", *workers), on_iteration=interrupt_after(2)).run()
     assert first.interrupted and first.steps == 128
-    resumed = Trainer(config(tmp_path / "split", workers), resume=tmp_path / "split").run()
+    resumed = Trainer(config(tmp_path / "split", *workers), resume=tmp_path / "split").run()
     assert resumed.steps == 192 and not resumed.interrupted
 
     whole, split = parameters(tmp_path / "whole"), parameters(tmp_path / "split")
@@ -103,5 +107,5 @@ def test_a_run_leaves_complete_files_only(tmp_path: Path) -> None:
     run = tmp_path / "run"
     Trainer(config(run)).run()
     names = sorted(p.name for p in run.iterdir())
-    assert names == ["checkpoint.pt", "config.yaml", "env_state.pkl", "metrics.jsonl"]
+    assert names == ["checkpoint.pt", "config.yaml", "metrics.jsonl"]
     assert load_config(run / "config.yaml") == config(run)

@@ -6,15 +6,18 @@ Two action modes:
   attack, collect, pickup, consume / synthesize / equip / discard an item, unequip a slot);
   ``attack``, ``collect`` and ``pickup`` are select-entity actions whose candidates are the
   creatures and item stacks in range, and whose choice is used when the verb asks for it.
+  With ``max_count`` > 1 a ``count`` action gives the units (or times) a consume, pickup,
+  discard or craft asks for: the paper's Figure 9.
 - ``simple``: the paper's nine global actions, each aimed automatically (attack the nearest
-  prey, collect what the backpack lacks most, move toward the nearest prey, ...).
+  prey, collect what the backpack lacks most, move toward the nearest prey, ...), some of them
+  optionally expanded into explicit choices (:data:`EXPANSIONS`, the paper's Figure 10).
 
 Masks offer only legal actions, so the simulation never has to reject one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -116,10 +119,15 @@ class ActionRules:
 
 
 class FullActions:
-    """The full action space: a verb per step plus select-entity targets."""
+    """The full action space: a verb per step plus select-entity targets, and with
+    ``max_count`` > 1 a ``count`` (1 to ``max_count``: units to consume, pick up or discard,
+    times to craft), the second parameter of the paper's Figure 9."""
 
-    def __init__(self, rules: Rules) -> None:
+    def __init__(self, rules: Rules, max_count: int = 1) -> None:
+        if max_count < 1:
+            raise ValueError(f"{rules.config.name}: max_count must be >= 1, got {max_count}")
         self.rules = rules
+        self.max_count = max_count
         self.shared = ActionRules(rules)
         sh = self.shared
         items = rules.items
@@ -145,10 +153,10 @@ class FullActions:
 
     @property
     def action_space(self) -> dict[str, ActionSpace]:
-        return {
-            "act": CategoricalActionSpace(self.labels),
-            **{name: SelectEntityActionSpace() for name in _TARGETED},
-        }
+        space: dict[str, ActionSpace] = {"act": CategoricalActionSpace(self.labels)}
+        if self.max_count > 1:
+            space["count"] = CategoricalActionSpace([str(c) for c in range(1, self.max_count + 1)])
+        return {**space, **{name: SelectEntityActionSpace() for name in _TARGETED}}
 
     def masks(self, s: WorldState, sight: Sight) -> dict[str, VecActionMask]:
         n = s.x.shape[0]
@@ -169,11 +177,11 @@ class FullActions:
         for block in blocks:
             mask[:, column : column + block.shape[1]] = block
             column += block.shape[1]
-        out: dict[str, VecActionMask] = {
-            "act": VecCategoricalMask(
-                RaggedArray(np.zeros((n, 1), dtype=np.int64), ones), RaggedArray(mask, ones)
-            )
-        }
+        agent = RaggedArray(np.zeros((n, 1), dtype=np.int64), ones)
+        out: dict[str, VecActionMask] = {"act": VecCategoricalMask(agent, RaggedArray(mask, ones))}
+        if self.max_count > 1:
+            # Any count is legal: the step does what it can and flags a shortfall.
+            out["count"] = VecCategoricalMask(agent, None)
         for name, (chosen, index) in targets.items():
             has = chosen.any(axis=1)
             counts = chosen.sum(axis=1)
@@ -199,13 +207,26 @@ class FullActions:
             picked = slots[starts[rows] + chosen.data[:, 0]]
             use = verb[rows] == wanted
             target[rows[use]] = picked[use]
-        return Intent(verb, self.param[choice], target, self.dx[choice], self.dy[choice])
+        count = actions["count"].data[:, 0] + 1 if "count" in actions else None
+        return Intent(verb, self.param[choice], target, self.dx[choice], self.dy[choice], count)
+
+
+@dataclass(frozen=True)
+class SimpleChoice:
+    """One action of the simplified space: its label, its verb, and for the expanded actions
+    of the paper's Figure 10 which target it names (the n-th nearest attackable creature, a
+    creature type to collect from, an item to pick up or consume; -1: aimed automatically)."""
+
+    label: str
+    verb: Verb
+    which: int = -1
 
 
 class SimpleActions:
-    """The paper's simplified action space: nine global choices, each aimed automatically."""
+    """The paper's simplified action space: nine global choices, each aimed automatically, or
+    with some of them expanded into explicit choices (``expand``, the paper's Figure 10)."""
 
-    def __init__(self, rules: Rules, rng: np.random.Generator) -> None:
+    def __init__(self, rules: Rules, rng: np.random.Generator, expand: Sequence[str] = ()) -> None:
         self.rules = rules
         self.rng = rng
         self.shared = ActionRules(rules)
@@ -213,35 +234,49 @@ class SimpleActions:
         slot_type = table.slot_type
         self.slot_type = slot_type
         self.prey = (table.attackable & ~table.aggressive)[slot_type]
+        self.can_attack = table.attackable[slot_type]
         # Collecting from a slot yields these items; aim at what the backpack holds least of.
         self.collect_yield = table.collect_drops[slot_type]  # (slots, items)
         effects = rules.items.effects[self.shared.consumables]
         self.relief = effects / rules.meter_max  # (consumables, meters)
+        self.choices = simple_choices(rules, expand)
+        self.verbs = np.array([c.verb for c in self.choices], dtype=np.int64)
         self._sight: Sight | None = None
         self._legal: Legal | None = None
 
     @property
     def action_space(self) -> dict[str, ActionSpace]:
-        return {"act": GlobalCategoricalActionSpace(SIMPLE_CHOICES)}
+        return {"act": GlobalCategoricalActionSpace([c.label for c in self.choices])}
 
     def masks(self, s: WorldState, sight: Sight) -> dict[str, VecActionMask]:
         n = s.x.shape[0]
         legal = self.shared.legal(s)
         self._sight, self._legal = sight, legal
-        mask = np.stack(
-            [
-                np.ones(n, dtype=np.bool_),
-                legal.moves.any(axis=1),
-                sight.attackable.any(axis=1),
-                sight.collectable.any(axis=1),
-                sight.pickable.any(axis=1),
-                legal.consume.any(axis=1),
-                legal.synthesize.any(axis=1),
-                legal.equip.any(axis=1),
-                legal.discard[:, self.shared.equipment].any(axis=1),
-            ],
-            axis=1,
-        )
+        automatic = {
+            Verb.IDLE: np.ones(n, dtype=np.bool_),
+            Verb.MOVE: legal.moves.any(axis=1),
+            Verb.ATTACK: sight.attackable.any(axis=1),
+            Verb.COLLECT: sight.collectable.any(axis=1),
+            Verb.PICKUP: sight.pickable.any(axis=1),
+            Verb.CONSUME: legal.consume.any(axis=1),
+            Verb.SYNTHESIZE: legal.synthesize.any(axis=1),
+            Verb.EQUIP: legal.equip.any(axis=1),
+            Verb.DISCARD: legal.discard[:, self.shared.equipment].any(axis=1),
+        }
+        hunted = (sight.creatures_seen & self.can_attack).sum(axis=1)
+        columns = []
+        for c in self.choices:
+            if c.which < 0:
+                columns.append(automatic[c.verb])
+            elif c.verb == Verb.ATTACK:
+                columns.append(hunted > c.which)
+            elif c.verb == Verb.COLLECT:
+                columns.append((sight.collectable & (self.slot_type == c.which)).any(axis=1))
+            elif c.verb == Verb.PICKUP:
+                columns.append((sight.pickable & (s.drop_item == c.which)).any(axis=1))
+            else:  # consume a given item
+                columns.append(s.backpack[:, c.which] > 0)
+        mask = np.stack(columns, axis=1)
         ones = np.ones(n, dtype=np.int64)
         actors = RaggedArray(sight.entity_count[:, None].copy(), ones)
         return {"act": VecCategoricalMask(actors, RaggedArray(mask, ones))}
@@ -251,25 +286,40 @@ class SimpleActions:
         assert sight is not None and legal is not None, "masks() comes before decode()"
         choice = actions["act"].data[:, 0]
         n = choice.shape[0]
-        verb = np.asarray(_SIMPLE_VERBS, dtype=np.int64)[choice]
+        verb = self.verbs[choice]
+        which = np.array([c.which for c in self.choices], dtype=np.int64)[choice]
+        auto = which < 0
         param = np.zeros(n, dtype=np.int64)
         target = np.full(n, -1, dtype=np.int64)
         dx = np.zeros(n, dtype=np.int64)
         dy = np.zeros(n, dtype=np.int64)
         distance = sight.creature_distance
-        if (verb == Verb.MOVE).any():
-            self._aim_move(s, sight, legal, verb == Verb.MOVE, dx, dy)
         # Attack the nearest target; collect and pick up what the backpack holds least of.
-        target = np.where(verb == Verb.ATTACK, _closest(sight.attackable, distance), target)
+        attack = verb == Verb.ATTACK
+        target = np.where(attack & auto, _closest(sight.attackable, distance), target)
         scarcity = (s.backpack @ self.collect_yield.T) * _FAR + distance
-        target = np.where(verb == Verb.COLLECT, _closest(sight.collectable, scarcity), target)
+        collect = verb == Verb.COLLECT
+        target = np.where(collect & auto, _closest(sight.collectable, scarcity), target)
         held = np.take_along_axis(s.backpack, s.drop_item, axis=1)
         need = held * _FAR + sight.drop_distance
-        target = np.where(verb == Verb.PICKUP, _closest(sight.pickable, need), target)
-        # Consume what relieves the emptiest meters most; craft, equip, discard the first.
+        pickup = verb == Verb.PICKUP
+        target = np.where(pickup & auto, _closest(sight.pickable, need), target)
+        moving = verb == Verb.MOVE
+        # Expanded choices name their target.
+        if (attack & ~auto).any():
+            self._aim_attack(s, sight, np.flatnonzero(attack & ~auto), which, verb, target, dx, dy)
+        rows = np.flatnonzero(collect & ~auto)
+        kinds = sight.collectable[rows] & (self.slot_type == which[rows, None])
+        target[rows] = _closest(kinds, distance[rows])
+        rows = np.flatnonzero(pickup & ~auto)
+        stacks = sight.pickable[rows] & (s.drop_item[rows] == which[rows, None])
+        target[rows] = _closest(stacks, sight.drop_distance[rows])
+        # Consume what relieves the emptiest meters most (or the item named); craft, equip,
+        # discard the first.
         emptiness = 1.0 - s.meters / self.rules.meter_max
         relief = np.where(legal.consume, emptiness @ self.relief.T, -np.inf)
         consume = self.shared.consumables[relief.argmax(axis=1)] if relief.shape[1] else param
+        consume = np.where(auto, consume, which)
         param = np.where(verb == Verb.CONSUME, consume, param)
         param = np.where(verb == Verb.SYNTHESIZE, legal.synthesize.argmax(axis=1), param)
         equipment = self.shared.equipment
@@ -277,7 +327,36 @@ class SimpleActions:
             param = np.where(verb == Verb.EQUIP, equipment[legal.equip.argmax(axis=1)], param)
             first_held = equipment[legal.discard[:, equipment].argmax(axis=1)]
             param = np.where(verb == Verb.DISCARD, first_held, param)
+        if moving.any():
+            self._aim_move(s, sight, legal, moving, dx, dy)
         return Intent(verb, param, target, dx, dy)
+
+    def _aim_attack(
+        self,
+        s: WorldState,
+        sight: Sight,
+        rows: IntArray,
+        which: IntArray,
+        verb: IntArray,
+        target: IntArray,
+        dx: IntArray,
+        dy: IntArray,
+    ) -> None:
+        """The n-th nearest attackable creature in sight: attacked if in range, else
+        approached (the verb becomes a move toward it)."""
+        in_sight = sight.creatures_seen[rows] & self.can_attack
+        cost = np.where(in_sight, sight.creature_distance[rows], _FAR)
+        order = np.argsort(cost, axis=1, kind="stable")
+        slot = order[np.arange(rows.size), which[rows]]
+        in_range = sight.attackable[rows, slot]
+        target[rows] = np.where(in_range, slot, -1)
+        far, slot = rows[~in_range], slot[~in_range]
+        speed = s.stats[far, MOVE_SPEED]
+        rx = s.creature_x[far, slot] - s.x[far]
+        ry = s.creature_y[far, slot] - s.y[far]
+        dx[far] = np.sign(rx) * np.minimum(np.abs(rx), speed)
+        dy[far] = np.sign(ry) * np.minimum(np.abs(ry), speed)
+        verb[far] = Verb.MOVE
 
     def _aim_move(
         self,
@@ -305,6 +384,64 @@ class SimpleActions:
             dx[wander], dy[wander] = offsets[:, 0], offsets[:, 1]
 
 
+EXPANSIONS = (
+    "3pig",
+    "5pig",
+    "expand_consume",
+    "expand_pickup",
+    "expand_collect",
+    "expand_all",
+)
+"""The paper's Figure 10: ``3pig`` / ``5pig`` replace ``attack`` by a choice among the 3 / 5
+nearest attackable creatures in sight (approached when out of range); ``expand_consume``,
+``expand_pickup`` and ``expand_collect`` replace the automatic choice by one action per
+consumable, per item, per creature type that can be collected from; ``expand_all`` is
+``3pig`` with the three others."""
+
+
+def simple_choices(rules: Rules, expand: Sequence[str] = ()) -> list[SimpleChoice]:
+    """The simplified actions with the ``expand`` options of the paper's Figure 10 applied."""
+    for option in expand:
+        if option not in EXPANSIONS:
+            raise ValueError(
+                f"{rules.config.name}: unknown action expansion {option!r}; expected some of: "
+                f"{', '.join(EXPANSIONS)}"
+            )
+    chosen = set(expand)
+    if "expand_all" in chosen:
+        chosen |= {"expand_consume", "expand_pickup", "expand_collect"}
+        if "5pig" not in chosen:
+            chosen.add("3pig")
+    if {"3pig", "5pig"} <= chosen:
+        raise ValueError(f"{rules.config.name}: action expansions 3pig and 5pig exclude each other")
+    items, table = rules.items, rules.creatures
+    expanded: dict[Verb, list[SimpleChoice]] = {}
+    pigs = 5 if "5pig" in chosen else 3 if "3pig" in chosen else 0
+    if pigs:
+        expanded[Verb.ATTACK] = [
+            SimpleChoice(f"attack {j + 1}", Verb.ATTACK, j) for j in range(pigs)
+        ]
+    if "expand_collect" in chosen:
+        expanded[Verb.COLLECT] = [
+            SimpleChoice(f"collect {name}", Verb.COLLECT, k)
+            for k, name in enumerate(table.names)
+            if table.collectable[k]
+        ]
+    if "expand_pickup" in chosen:
+        expanded[Verb.PICKUP] = [
+            SimpleChoice(f"pickup {name}", Verb.PICKUP, i) for i, name in enumerate(items.names)
+        ]
+    if "expand_consume" in chosen:
+        expanded[Verb.CONSUME] = [
+            SimpleChoice(f"consume {items.names[i]}", Verb.CONSUME, int(i))
+            for i in items.of_kind(ItemKind.consumable)
+        ]
+    choices: list[SimpleChoice] = []
+    for label, verb in zip(SIMPLE_CHOICES, _SIMPLE_VERBS, strict=True):
+        choices += expanded.get(verb, [SimpleChoice(label, verb)])
+    return choices
+
+
 def _closest(candidates: BoolArray, cost: IntArray) -> IntArray:
     """Per row, the candidate column of least cost (-1 where there is none)."""
     masked = np.where(candidates, cost, np.iinfo(np.int64).max)
@@ -312,4 +449,11 @@ def _closest(candidates: BoolArray, cost: IntArray) -> IntArray:
     return np.where(candidates.any(axis=1), best, -1)
 
 
-__all__ = ["ACTION_MODES", "SIMPLE_CHOICES", "FullActions", "SimpleActions"]
+__all__ = [
+    "ACTION_MODES",
+    "EXPANSIONS",
+    "SIMPLE_CHOICES",
+    "FullActions",
+    "SimpleActions",
+    "simple_choices",
+]

@@ -14,13 +14,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from omegaconf import MISSING, OmegaConf
+from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
+
+from entityrl.envs.survival.compose import ConflictingPartsError, combine, leaf_paths, overlay
 
 PRESET_DIR = Path(__file__).parent / "presets"
 
 METERS = ("satiety", "thirst", "hp", "temperature")
-"""Quantities that drain or refill; the agent dies when one of them reaches zero."""
+"""The built-in quantities that drain or refill; the agent dies when one of them reaches zero.
+A config adds its own under ``meters``."""
 
 STATS = ("vision", "attack_range", "reach", "move_speed", "attack", "defense")
 """The agent's abilities, which buffs raise or lower while they last."""
@@ -85,6 +88,20 @@ class AgentConfig:
     attack: int = 1
     defense: int = 0
     backpack_capacity: int = 24
+
+
+@dataclass
+class MeterConfig:
+    """A meter the config adds to the agent (e.g. fatigue): items' and buffs' ``effects`` may
+    name it like a built-in meter."""
+
+    max: float = MISSING
+    # Value at the start of an episode (default: max).
+    start: float | None = None
+    # Amount lost every step, on top of the buffs' effects (negative: gained).
+    decay: float = 0.0
+    # Whether the agent dies when the meter reaches zero.
+    death: bool = True
 
 
 @dataclass
@@ -188,6 +205,9 @@ class RewardConfig:
     dense: DenseRewardConfig = field(default_factory=DenseRewardConfig)
     # Sparse: reward for consuming each listed item, nothing else.
     sparse: dict[str, float] = field(default_factory=dict)
+    # Whether consuming pays the sparse reward even when it refills nothing (every meter it
+    # acts on already full). The paper rewards consuming meat or water with no condition.
+    sparse_when_full: bool = True
     # Very sparse: this reward when the agent dies, nothing else.
     very_sparse: float = -1.0
 
@@ -208,6 +228,7 @@ class WorldConfig:
     map: MapConfig = field(default_factory=MapConfig)
     terrain: dict[str, TerrainConfig] = field(default_factory=dict)
     agent: AgentConfig = field(default_factory=AgentConfig)
+    meters: dict[str, MeterConfig] = field(default_factory=dict)
     creatures: dict[str, CreatureConfig] = field(default_factory=dict)
     items: dict[str, ItemConfig] = field(default_factory=dict)
     recipes: list[RecipeConfig] = field(default_factory=list)
@@ -226,7 +247,8 @@ ConfigSource = str | Path | Mapping[str, Any]
 
 
 def preset_names() -> list[str]:
-    """Names of the worlds shipped with the package."""
+    """Names of the worlds shipped with the package (the parts under ``presets/modules`` are
+    not worlds by themselves)."""
     return sorted(p.stem for p in PRESET_DIR.glob("*.yaml"))
 
 
@@ -256,20 +278,71 @@ def load_config(
 
 def _read(source: ConfigSource) -> tuple[str, Any]:
     if isinstance(source, Mapping):
-        return "config", OmegaConf.create(dict(source))
+        where, tree = "config", _sections("config", OmegaConf.create(dict(source)))
+        tree = _include(where, tree, Path.cwd(), ())
+    else:
+        where, tree = _read_file(_find(source, Path.cwd()), ())
+    return where, OmegaConf.create(tree)
+
+
+def _find(source: str | Path, base: Path) -> Path:
+    """A world file: a path (relative to ``base``), a preset name, or a module of the presets
+    (``modules/seasons``)."""
     path = Path(source)
-    if not path.suffix and (PRESET_DIR / f"{path.name}.yaml").exists() and not path.exists():
-        path = PRESET_DIR / f"{path.name}.yaml"
-    if not path.is_file():
+    candidates = [base / path, base / f"{path}.yaml", PRESET_DIR / f"{path}.yaml"]
+    found = next((c for c in candidates if c.is_file()), None)
+    if found is None:
         raise SurvivalConfigError(
             f"no world config {str(source)!r}: expected a YAML file or a preset name "
             f"({', '.join(preset_names())})"
         )
+    return found
+
+
+def _read_file(path: Path, including: tuple[Path, ...]) -> tuple[str, dict[str, Any]]:
+    where = path.name
+    if path.resolve() in including:
+        chain = " -> ".join(p.name for p in (*including, path))
+        raise SurvivalConfigError(f"{where}: includes itself: {chain}")
     try:
         raw = OmegaConf.load(path)
     except Exception as err:  # the YAML parser's own errors carry line and column
-        raise SurvivalConfigError(f"{path.name}: not valid YAML: {err}") from None
-    return path.name, raw
+        raise SurvivalConfigError(f"{where}: not valid YAML: {err}") from None
+    tree = _sections(where, raw)
+    return where, _include(where, tree, path.parent, (*including, path.resolve()))
+
+
+def _sections(where: str, raw: Any) -> dict[str, Any]:
+    """The file's top level as a plain dict; anything but a mapping of sections is refused."""
+    if not isinstance(raw, DictConfig):
+        kind = "a list" if isinstance(raw, ListConfig) else type(raw).__name__
+        raise SurvivalConfigError(
+            f"{where}: field (top level): expected a mapping of sections (name, map, terrain, "
+            f"agent, ...), got {kind}"
+        )
+    tree = OmegaConf.to_container(raw)
+    assert isinstance(tree, dict)
+    return {str(k): v for k, v in tree.items()}
+
+
+def _include(
+    where: str, tree: dict[str, Any], base: Path, including: tuple[Path, ...]
+) -> dict[str, Any]:
+    """Combine the parts listed under ``include``, then the file's own sections on top."""
+    parts = tree.pop("include", None)
+    if parts is None:
+        return tree
+    if not isinstance(parts, list) or not all(isinstance(p, str) for p in parts):
+        raise SurvivalConfigError(
+            f"{where}: field include: expected a list of world files, presets or modules, "
+            f"got {parts!r}"
+        )
+    loaded = [_read_file(_find(part, base), including) for part in parts]
+    try:
+        combined = combine(loaded, decided=leaf_paths(tree))
+    except ConflictingPartsError as err:
+        raise SurvivalConfigError(f"{where}: include: {err}") from None
+    return overlay(combined, tree)
 
 
 def _describe(where: str, err: OmegaConfBaseException) -> str:
@@ -305,6 +378,11 @@ class _Checker:
             self.fail(key, f"expected one character, got {value!r}")
 
 
+def meter_names(config: WorldConfig) -> list[str]:
+    """The built-in meters, then the config's own."""
+    return [*METERS, *config.meters]
+
+
 def check_references(config: WorldConfig, where: str = "config") -> None:
     """Check names, ranges and combinations that the schema's types cannot express."""
     c = _Checker(config, where)
@@ -330,6 +408,14 @@ def _check_map_and_agent(c: _Checker) -> None:
     for stat in STATS:
         c.at_least(f"agent.{stat}", getattr(agent, stat), 0)
     c.at_least("agent.backpack_capacity", agent.backpack_capacity, 1)
+    for name, meter in cfg.meters.items():
+        key = f"meters.{name}"
+        if name in (*METERS, *STATS):
+            c.fail(key, f"{name!r} is built in; give the new meter another name")
+        if meter.max <= 0:
+            c.fail(f"{key}.max", f"expected a value > 0, got {meter.max}")
+        if meter.start is not None and not 0 < meter.start <= meter.max:
+            c.fail(f"{key}.start", f"expected a value in (0, {meter.max}], got {meter.start}")
     c.at_least("clock.day", cfg.clock.day, 1)
     c.at_least("clock.night", cfg.clock.night, 0)
     seen: set[str] = set()
@@ -386,7 +472,7 @@ def _check_items_and_recipes(c: _Checker) -> None:
         key = f"items.{name}"
         c.glyph(f"{key}.glyph", item.glyph)
         for meter in item.effects:
-            c.name_in(f"{key}.effects", meter, list(METERS), "meter")
+            c.name_in(f"{key}.effects", meter, meter_names(cfg), "meter")
         _temperature_in_use(c, f"{key}.effects", item.effects)
         if item.effects and item.kind is not ItemKind.consumable:
             c.fail(
@@ -432,7 +518,7 @@ def _check_buffs(c: _Checker) -> None:
         if not buff.effects:
             c.fail(f"{key}.effects", "expected at least one effect, got none")
         for effect in buff.effects:
-            c.name_in(f"{key}.effects", effect, [*METERS, *STATS], "meter or stat")
+            c.name_in(f"{key}.effects", effect, [*meter_names(cfg), *STATS], "meter or stat")
         _temperature_in_use(c, f"{key}.effects", buff.effects)
 
 

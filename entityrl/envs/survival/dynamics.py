@@ -44,13 +44,17 @@ class Verb(enum.IntEnum):
 @dataclass
 class Intent:
     """The action of every copy, already checked legal: ``verb``; its item, recipe or slot
-    (``param``); the creature or drop slot it aims at (``target``); the move (``dx``, ``dy``)."""
+    (``param``); the creature or drop slot it aims at (``target``); the move (``dx``, ``dy``);
+    how many units to consume, pick up or discard, or how many times to craft (``count``, the
+    second parameter of the paper's Figure 9; ``None``: one, and a pickup takes the whole
+    stack)."""
 
     verb: IntArray
     param: IntArray
     target: IntArray
     dx: IntArray
     dy: IntArray
+    count: IntArray | None = None
 
 
 @dataclass
@@ -108,6 +112,7 @@ class Simulation:
         events = np.full(n, -1, dtype=np.int64)
         gained = np.zeros((n, len(self.rules.meter_max)), dtype=np.float64)
         s, r = self.state, self.rules
+        s.action_ok[:] = True
         self._act(intent, events, gained)
         self._advance_clock()
         if self.wear_step.any():
@@ -115,11 +120,11 @@ class Simulation:
         # Buffs and abilities as of the new time, equipment and place, before the creatures act.
         self.refresh(np.arange(n))
         self._creatures_act()
-        change = s.buffs.astype(np.float64) @ r.buffs.meter_effects
+        change = s.buffs.astype(np.float64) @ r.buffs.meter_effects - r.meter_decay
         np.clip(s.meters + change, 0, r.meter_max, out=s.meters)
         happened = np.flatnonzero(events >= 0)
         s.event_counts[happened, events[happened]] += 1
-        died = ((s.meters <= 0) & r.meters_used).any(axis=1)
+        died = ((s.meters <= 0) & r.meter_death).any(axis=1)
         return StepOutcome(events, gained, died)
 
     # ---------------------------------------------------------------- the agent's action
@@ -177,7 +182,10 @@ class Simulation:
         slots = intent.target[envs]
         items = s.drop_item[envs, slots]
         room = self.rules.capacity - s.backpack[envs].sum(axis=1)
-        taken = np.minimum(s.drop_count[envs, slots], room)
+        # Without a count, the whole stack (as far as the backpack has room).
+        wanted = self._count(envs, intent, s.drop_count[envs, slots])
+        taken = np.minimum(np.minimum(s.drop_count[envs, slots], room), wanted)
+        s.action_ok[envs] = taken == wanted
         s.backpack[envs, items] += taken
         s.drop_count[envs, slots] -= taken
         s.dropped[envs, slots] = s.drop_count[envs, slots] > 0
@@ -188,9 +196,9 @@ class Simulation:
     ) -> None:
         s, r = self.state, self.rules
         items = intent.param[envs]
-        self._remove_one(envs, items)
+        units = self._take(envs, items, self._count(envs, intent))
         before = s.meters[envs]
-        after = np.clip(before + r.items.effects[items], None, r.meter_max)
+        after = np.clip(before + r.items.effects[items] * units[:, None], None, r.meter_max)
         s.meters[envs] = after
         gained[envs] = np.clip(after - before, 0, None)
         events[envs] = self.consume_event[items]
@@ -198,8 +206,18 @@ class Simulation:
     def _synthesize(
         self, envs: IntArray, intent: Intent, events: IntArray, gained: FloatArray
     ) -> None:
+        s, r = self.state, self.rules
         recipes = intent.param[envs]
-        self.state.backpack[envs] += self.rules.recipes.delta[recipes]
+        wanted = self._count(envs, intent)
+        # As many times as asked, as the inputs allow and as the output fits (legal once).
+        inputs = r.recipes.inputs[recipes]
+        held = np.where(inputs > 0, s.backpack[envs] // np.maximum(inputs, 1), wanted[:, None])
+        growth = r.recipes.delta[recipes].sum(axis=1)
+        room = r.capacity - s.backpack[envs].sum(axis=1)
+        fits = np.where(growth > 0, room // np.maximum(growth, 1), wanted)
+        times = np.minimum(np.minimum(held.min(axis=1), fits), wanted)
+        s.backpack[envs] += r.recipes.delta[recipes] * times[:, None]
+        s.action_ok[envs] = times == wanted
         events[envs] = self.synth_event[recipes]
 
     def _equip(self, envs: IntArray, intent: Intent, events: IntArray, gained: FloatArray) -> None:
@@ -233,13 +251,24 @@ class Simulation:
     def _discard(
         self, envs: IntArray, intent: Intent, events: IntArray, gained: FloatArray
     ) -> None:
-        self._remove_one(envs, intent.param[envs])
+        self._take(envs, intent.param[envs], self._count(envs, intent))
 
-    def _remove_one(self, envs: IntArray, items: IntArray) -> None:
-        """Take one unit of ``items`` out of the backpack (full units before a worn one)."""
+    @staticmethod
+    def _count(envs: IntArray, intent: Intent, default: IntArray | int = 1) -> IntArray:
+        """The units (or times) the action asks for; ``default`` when it gives no count."""
+        if intent.count is None:
+            return np.broadcast_to(np.asarray(default, dtype=np.int64), envs.shape)
+        return np.maximum(intent.count[envs], 1)
+
+    def _take(self, envs: IntArray, items: IntArray, wanted: IntArray) -> IntArray:
+        """Take up to ``wanted`` units of ``items`` out of the backpack (full units before a
+        worn one); returns how many were taken and flags a shortfall as a failed action."""
         s = self.state
-        s.backpack[envs, items] -= 1
+        units = np.minimum(s.backpack[envs, items], wanted)
+        s.backpack[envs, items] -= units
         s.worn[envs, items] = np.where(s.backpack[envs, items] > 0, s.worn[envs, items], 0)
+        s.action_ok[envs] = units == wanted
+        return units
 
     # ---------------------------------------------------------------- items on the ground
     def _drop(self, envs: IntArray, x: IntArray, y: IntArray, counts: IntArray) -> None:

@@ -5,12 +5,17 @@
   is first done is recorded. TTMX is the Monte-Carlo form of the paper's Eq. (6): the smallest
   ``t`` at which the share of episodes that have done the task by step ``t`` reaches the
   threshold ``th``. TTMN, the fewest steps that can do the task, is estimated by the fewest seen.
-- **Goal difficulty levels**: (TTMN, TTMX] is cut into ``n`` equal parts with ends
-  ``a_1 < ... < a_n = TTMX``; the goal "do the task within ``a_i`` steps" has level
-  ``n + 1 - i``, so level 1 (deadline TTMX) is the easiest and level ``n`` the hardest.
+- **Goal difficulty levels** (section 3.3.2): [TTMN, TTMX] is cut into ``n`` equal parts with
+  ends ``TTMN = a_0 < a_1 < ... < a_n = TTMX``. The paper's literal reading (``order="paper"``,
+  the default): the goal "do the task before step ``a_i``" has level ``i + 1`` for
+  ``i = 0 .. n - 1``, so level 1 (deadline TTMN) is the tightest. ``order="easiest_first"``
+  numbers the deadlines ``a_1 .. a_n`` from the loosest: level 1 is ``a_n = TTMX``.
+  The paper's estimators of TTMN and TTMX (Eqs. 8-10) are in
+  :mod:`entityrl.envs.survival.task_times`.
 - **Policy information capacity** (Furuta et al. 2021; the paper's Eq. (12)): the mutual
   information between the episode return and the parameters of a random policy, estimated by
-  binning all returns into ``B`` equal bins between their minimum and maximum.
+  binning all returns into ``B`` equal bins between their minimum and maximum, with more bins
+  than episodes per policy (``B > M``, the paper's condition).
 """
 
 from __future__ import annotations
@@ -90,7 +95,7 @@ class TaskDifficulty:
     ttmn: float  # fewest steps seen (inf if never done)
     mean: float  # mean steps over the episodes that did it
     ttmx: float  # inf when the threshold is never reached
-    deadlines: list[int]  # by goal level, level 1 first (easiest)
+    deadlines: list[int]  # by goal level, level 1 first
     success: list[float]  # share of random episodes that meet each level's deadline
 
 
@@ -103,14 +108,25 @@ def ttmx(first: FloatArray, threshold: float) -> float:
     return float(ordered[needed - 1]) if needed >= 1 else 0.0
 
 
-def goal_deadlines(ttmn: float, ttmx_: float, levels: int) -> list[int]:
-    """Deadlines of goal levels 1..n (easiest first): (TTMN, TTMX] cut into ``levels`` parts."""
+LEVEL_ORDERS = ("paper", "easiest_first")
+
+
+def goal_deadlines(ttmn: float, ttmx_: float, levels: int, order: str = "paper") -> list[int]:
+    """Deadlines of goal levels 1..n: [TTMN, TTMX] cut into ``levels`` parts with ends
+    ``a_0 .. a_n``; ``paper``: level ``i + 1`` has deadline ``a_i`` (level 1 = TTMN, the
+    tightest); ``easiest_first``: level 1 has ``a_n`` = TTMX, level ``n`` has ``a_1``.
+    Deadlines that round to the same step are one level."""
     if levels < 1:
         raise ValueError(f"levels must be >= 1, got {levels}")
+    if order not in LEVEL_ORDERS:
+        raise ValueError(
+            f"unknown level order {order!r}; expected one of {', '.join(LEVEL_ORDERS)}"
+        )
     if not (np.isfinite(ttmn) and np.isfinite(ttmx_)):
         return []
-    ends = np.round(ttmn + (ttmx_ - ttmn) * np.arange(1, levels + 1) / levels).astype(int)
-    return [int(e) for e in dict.fromkeys(ends[::-1].tolist())]
+    ends = np.round(ttmn + (ttmx_ - ttmn) * np.arange(levels + 1) / levels).astype(int)
+    chosen = ends[:-1] if order == "paper" else ends[1:][::-1]
+    return [int(e) for e in dict.fromkeys(chosen.tolist())]
 
 
 def task_difficulty(
@@ -123,6 +139,7 @@ def task_difficulty(
     max_steps: int = 500,
     life_limit: int | None = None,
     actions: str = "full",
+    order: str = "paper",
     seed: int = 0,
 ) -> list[TaskDifficulty]:
     """TTMN, TTMX and goal levels of ``tasks`` (default: all the config's tasks) from
@@ -149,7 +166,7 @@ def task_difficulty(
         done = np.isfinite(first)
         low = float(first.min())
         high = ttmx(first, threshold)
-        deadlines = goal_deadlines(low, high, levels)
+        deadlines = goal_deadlines(low, high, levels, order)
         results.append(
             TaskDifficulty(
                 task=name,
@@ -215,7 +232,7 @@ def policy_information_capacity(
     *,
     policies: int = 32,
     episodes: int = 32,
-    bins: int = 16,
+    bins: int = 64,
     goals: dict[str, list[int]] | None = None,
     life_limit: int | None = None,
     max_steps: int = 1000,
@@ -224,7 +241,13 @@ def policy_information_capacity(
 ) -> CapacityReport:
     """PIC from ``policies`` random linear softmax policies (simple actions over a fixed-vector
     ``observation``), each playing ``episodes`` episodes. ``goals`` maps task names to
-    deadlines: the goal "do the task within d steps" has return 1 if met, else 0."""
+    deadlines: the goal "do the task within d steps" has return 1 if met, else 0. The
+    paper's condition on the bins, ``B > M`` (``bins`` > ``episodes``), is checked."""
+    if bins <= episodes:
+        raise ValueError(
+            f"bins must exceed the episodes per policy (the paper's B > M), got B = {bins}, "
+            f"M = {episodes}"
+        )
     env = SurvivalWorld(
         policies * episodes,
         seed,

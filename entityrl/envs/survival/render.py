@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from entityrl.envs.survival.config import METERS, STATS
+from entityrl.envs.survival.config import STATS
 from entityrl.envs.survival.rules import Rules
 from entityrl.envs.survival.state import WorldState
 
@@ -33,7 +33,7 @@ def _status(rules: Rules, s: WorldState, i: int) -> list[str]:
         clock.append(rules.weather_names[int(s.weather[i])])
     meters = [
         f"{name} {s.meters[i, m]:g}/{rules.meter_max[m]:g}"
-        for m, name in enumerate(METERS)
+        for m, name in enumerate(rules.meter_names)
         if rules.meters_used[m]
     ]
     stats = [f"{name} {s.stats[i, k]}" for k, name in enumerate(STATS)]

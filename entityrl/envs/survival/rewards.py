@@ -3,7 +3,8 @@
 - ``dense``: a little for every step alive, the share of a meter refilled by consuming, and a
   bonus for each useful event (attack, kill, collect, pickup, synthesize, equip); a penalty at
   death. Weights: ``rewards.dense``.
-- ``sparse``: only for consuming the items listed in ``rewards.sparse`` (meat and water).
+- ``sparse``: only for consuming the items listed in ``rewards.sparse`` (meat and water); with
+  ``rewards.sparse_when_full: false`` only when the meal refilled some meter.
 - ``very_sparse``: only ``rewards.very_sparse`` (negative) when the agent dies. Reaching the
   horizon alive is not penalized.
 """
@@ -45,12 +46,15 @@ class Rewarder:
                     self.event_reward[event] = value
         self.gain_weight = np.where(rules.meters_used, dense.meter_gain / rules.meter_max, 0.0)
         self.alive = dense.alive
+        self.pay_when_full = mode != "sparse" or cfg.sparse_when_full
         self.death = (
             dense.death if mode == "dense" else cfg.very_sparse if mode == "very_sparse" else 0.0
         )
 
     def __call__(self, outcome: StepOutcome) -> npt.NDArray[np.float32]:
         reward = self.event_reward[outcome.events] + self.death * outcome.died
+        if not self.pay_when_full:
+            reward = np.where(outcome.gained.sum(axis=1) > 0, reward, 0.0)
         if self.mode == "dense":
             reward += outcome.gained @ self.gain_weight + self.alive * ~outcome.died
         return reward.astype(np.float32)

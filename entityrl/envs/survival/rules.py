@@ -20,6 +20,7 @@ from entityrl.envs.survival.config import (
     SurvivalConfigError,
     Wear,
     WorldConfig,
+    meter_names,
 )
 
 IntArray = npt.NDArray[np.int64]
@@ -137,11 +138,26 @@ class Rules:
         self.has_night = config.clock.night > 0
         self.buffs = self._buffs(config)
         agent = config.agent
+        added = list(config.meters.values())
+        self.meter_names = meter_names(config)
         self.meter_max = np.array(
-            [agent.life_limit, agent.life_limit, agent.hp, max(agent.temperature, 1)],
+            [agent.life_limit, agent.life_limit, agent.hp, max(agent.temperature, 1)]
+            + [m.max for m in added],
             dtype=np.float64,
         )
-        self.meters_used = np.array([True, True, True, agent.temperature > 0])
+        self.meter_start = np.array(
+            [
+                *self.meter_max[: len(METERS)],
+                *(m.max if m.start is None else m.start for m in added),
+            ],
+            dtype=np.float64,
+        )
+        self.meters_used = np.array([True, True, True, agent.temperature > 0] + [True] * len(added))
+        # Loss per step whatever the buffs; which meters kill at zero.
+        self.meter_decay = np.array([0.0] * len(METERS) + [m.decay for m in added])
+        self.meter_death = self.meters_used & np.array(
+            [True] * len(METERS) + [m.death for m in added]
+        )
         self.stat_base = np.array([getattr(agent, s) for s in STATS], dtype=np.float64)
         raises = np.clip(self.buffs.stat_effects, 0, None).sum(axis=0)
         self.stat_max = np.floor(self.stat_base + raises).astype(np.int64)
@@ -162,14 +178,15 @@ class Rules:
     @staticmethod
     def _items(config: WorldConfig) -> ItemTable:
         items = list(config.items.values())
+        meters = meter_names(config)
         slot_names = list(dict.fromkeys(i.slot for i in items if i.kind is ItemKind.equipment))
         return ItemTable(
             names=list(config.items),
             glyphs=[i.glyph for i in items],
             kind=[i.kind for i in items],
             effects=np.array(
-                [[i.effects.get(m, 0.0) for m in METERS] for i in items], dtype=np.float64
-            ).reshape(len(items), len(METERS)),
+                [[i.effects.get(m, 0.0) for m in meters] for i in items], dtype=np.float64
+            ).reshape(len(items), len(meters)),
             slot=np.array(
                 [slot_names.index(i.slot) if i.kind is ItemKind.equipment else -1 for i in items],
                 dtype=np.int64,
@@ -231,6 +248,7 @@ class Rules:
     def _buffs(self, config: WorldConfig) -> BuffTable:
         specs = list(config.buffs.values())
         names = list(config.buffs)
+        meters = meter_names(config)
 
         def allowed(chosen: list[list[str]], options: list[str]) -> BoolArray:
             table = np.ones((len(chosen), max(len(options), 1)), dtype=np.bool_)
@@ -252,8 +270,8 @@ class Rules:
             needs_item=given_by.any(axis=0),
             given_by=given_by,
             meter_effects=np.array(
-                [[b.effects.get(m, 0.0) for m in METERS] for b in specs], dtype=np.float64
-            ).reshape(len(specs), len(METERS)),
+                [[b.effects.get(m, 0.0) for m in meters] for b in specs], dtype=np.float64
+            ).reshape(len(specs), len(meters)),
             stat_effects=np.array(
                 [[b.effects.get(s, 0.0) for s in STATS] for b in specs], dtype=np.float64
             ).reshape(len(specs), len(STATS)),

@@ -38,6 +38,7 @@ class WorldState:
     drop_age: IntArray
     dropped: BoolArray  # which drop slots hold a stack
     event_counts: IntArray  # (n, events) how often each event happened this episode
+    action_ok: BoolArray  # (n,) whether the last action was carried out in full
 
     @classmethod
     def allocate(cls, rules: Rules, n: int) -> WorldState:
@@ -72,4 +73,5 @@ class WorldState:
             drop_age=ints(drops),
             dropped=np.zeros((n, drops), dtype=np.bool_),
             event_counts=ints(len(rules.event_names)),
+            action_ok=np.ones(n, dtype=np.bool_),
         )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -33,7 +33,10 @@ class SurvivalWorld(BatchedEnvironment):
     the class's preset, DayAndNight for this class), ``overrides`` (a nested mapping merged onto the config),
     ``life_limit`` (maximum satiety and thirst), ``reward`` (``dense``, ``sparse``,
     ``very_sparse``), ``observation`` (``entities``, ``nearest1``, ``nearest10_prey``,
-    ``nearest10``), ``actions`` (``full``, ``simple``), ``horizon`` (maximum episode length),
+    ``nearest10``, ``raw``), ``actions`` (``full``, ``simple``), ``max_count`` (full actions:
+    the largest count a consume, pickup, discard or synthesize may ask for; 1: no ``count``
+    action), ``expand`` (simple actions: the paper's Figure 10 expansions, see
+    :data:`~entityrl.envs.survival.actions.EXPANSIONS`), ``horizon`` (maximum episode length),
     ``validate`` (check every batch against the spaces, see :class:`BatchedEnvironment`).
 
     After each step, :attr:`last_outcome` tells what happened in each copy before any copy was
@@ -58,6 +61,8 @@ class SurvivalWorld(BatchedEnvironment):
         reward: str = "dense",
         observation: str = "entities",
         actions: str = "full",
+        max_count: int = 1,
+        expand: Sequence[str] = (),
         horizon: int | None = None,
         validate: bool = False,
     ) -> None:
@@ -80,8 +85,22 @@ class SurvivalWorld(BatchedEnvironment):
             )
         self.state = WorldState.allocate(self.rules, num_envs)
         self.simulation = Simulation(self.rules, self.state, self.rng)
-        self.actions = (
-            FullActions(self.rules) if actions == "full" else SimpleActions(self.rules, self.rng)
+        if isinstance(expand, str):
+            expand = [expand]
+        if actions == "full" and expand:
+            raise ValueError(
+                f"{self.rules.config.name}: expand {list(expand)} applies to actions='simple', "
+                "got actions='full'"
+            )
+        if actions == "simple" and max_count != 1:
+            raise ValueError(
+                f"{self.rules.config.name}: max_count applies to actions='full' (the simple "
+                f"actions act on one unit), got max_count={max_count} with actions='simple'"
+            )
+        self.actions: FullActions | SimpleActions = (
+            FullActions(self.rules, max_count)
+            if actions == "full"
+            else SimpleActions(self.rules, self.rng, expand)
         )
         self.rewarder = Rewarder(self.rules, reward)
         self.obs_space = self.observer.obs_space

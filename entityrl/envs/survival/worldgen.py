@@ -14,7 +14,7 @@ def generate(rules: Rules, state: WorldState, envs: IntArray, rng: np.random.Gen
     state.terrain[envs] = _terrain(rules, k, rng)
     state.x[envs] = rng.integers(0, rules.width, size=k)
     state.y[envs] = rng.integers(0, rules.height, size=k)
-    state.meters[envs] = rules.meter_max
+    state.meters[envs] = rules.meter_start
     state.backpack[envs] = 0
     state.worn[envs] = 0
     state.equipped[envs] = -1
@@ -24,6 +24,7 @@ def generate(rules: Rules, state: WorldState, envs: IntArray, rng: np.random.Gen
     state.dropped[envs] = False
     state.drop_count[envs] = 0
     state.event_counts[envs] = 0
+    state.action_ok[envs] = True
     _creatures(rules, state, envs, rng)
 
 

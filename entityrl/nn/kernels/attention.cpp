@@ -1,11 +1,11 @@
 // Multi-head self-attention within ragged rows: forward and backward on the CPU.
 //
-// Built at run time by entityrl/nn/kernels/build.py (g++ -O3 -march=native, OpenMP when
-// available) and called through ctypes; the contract is documented in
-// entityrl/nn/kernels/__init__.py. Written with GCC vector extensions (plus a few AVX-512
-// intrinsics in the exponential), so the same source compiles on any x86-64 (vectors of 16
-// floats with AVX-512, 8 with AVX, 4 otherwise) and on aarch64; the vector types and helpers
-// shared with the other kernels are in simd.h.
+// Built at run time by entityrl/nn/kernels/build.py (g++ or clang++ -O3 -march=native, OpenMP
+// when available) and called through ctypes; the contract is documented in
+// entityrl/nn/kernels/__init__.py. Written with the vector extensions of GCC and clang (plus a
+// few AVX-512 intrinsics in the exponential), so the same source compiles on any x86-64
+// (vectors of 16 floats with AVX-512, 8 with AVX, 4 otherwise) and on aarch64; the vector
+// types and helpers shared with the other kernels are in simd.h.
 //
 // The work, per row of n tokens and per head (features padded to DP, a power of two):
 //   forward   S = Q K^T in tiles of TI queries x all keys, vectorised over keys (K is
@@ -59,60 +59,57 @@
 // 128-bit lanes (unpcklps/unpcklpd) and moves of whole 128-bit lanes, which all compile to
 // single immediate-operand shuffles.
 #if W == 16
-#define PS_LO (vi){0, 16, 1, 17, 4, 20, 5, 21, 8, 24, 9, 25, 12, 28, 13, 29}
-#define PS_HI (vi){2, 18, 3, 19, 6, 22, 7, 23, 10, 26, 11, 27, 14, 30, 15, 31}
-#define PD_LO (vi){0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29}
-#define PD_HI (vi){2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31}
-#define LANES_EVEN (vi){0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27}
-#define LANES_ODD (vi){4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31}
+#define PS_LO 0, 16, 1, 17, 4, 20, 5, 21, 8, 24, 9, 25, 12, 28, 13, 29
+#define PS_HI 2, 18, 3, 19, 6, 22, 7, 23, 10, 26, 11, 27, 14, 30, 15, 31
+#define PD_LO 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29
+#define PD_HI 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31
+#define LANES_EVEN 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27
+#define LANES_ODD 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31
 #elif W == 8
-#define PS_LO (vi){0, 8, 1, 9, 4, 12, 5, 13}
-#define PS_HI (vi){2, 10, 3, 11, 6, 14, 7, 15}
-#define PD_LO (vi){0, 1, 8, 9, 4, 5, 12, 13}
-#define PD_HI (vi){2, 3, 10, 11, 6, 7, 14, 15}
-#define LANES_EVEN (vi){0, 1, 2, 3, 8, 9, 10, 11}
-#define LANES_ODD (vi){4, 5, 6, 7, 12, 13, 14, 15}
+#define PS_LO 0, 8, 1, 9, 4, 12, 5, 13
+#define PS_HI 2, 10, 3, 11, 6, 14, 7, 15
+#define PD_LO 0, 1, 8, 9, 4, 5, 12, 13
+#define PD_HI 2, 3, 10, 11, 6, 7, 14, 15
+#define LANES_EVEN 0, 1, 2, 3, 8, 9, 10, 11
+#define LANES_ODD 4, 5, 6, 7, 12, 13, 14, 15
 #else
-#define PS_LO (vi){0, 4, 1, 5}
-#define PS_HI (vi){2, 6, 3, 7}
-#define PD_LO (vi){0, 1, 4, 5}
-#define PD_HI (vi){2, 3, 6, 7}
+#define PS_LO 0, 4, 1, 5
+#define PS_HI 2, 6, 3, 7
+#define PD_LO 0, 1, 4, 5
+#define PD_HI 2, 3, 6, 7
 #endif
 
 INL vf vmax(vf a, vf b) { return a > b ? a : b; }
 
 // Horizontal sums of the feature vectors (whatever their width).
-typedef int32_t vi4 __attribute__((vector_size(16)));
-typedef int32_t vi8 __attribute__((vector_size(32)));
-typedef int32_t vi16 __attribute__((vector_size(64)));
 INL float hsum_v(V<4>::T a) {
-    a += __builtin_shuffle(a, (vi4){2, 3, 0, 1});
-    a += __builtin_shuffle(a, (vi4){1, 0, 3, 2});
+    a += SHUFFLE(a, a, 2, 3, 0, 1);
+    a += SHUFFLE(a, a, 1, 0, 3, 2);
     return a[0];
 }
 INL float hsum_v(V<8>::T a) {
-    a += __builtin_shuffle(a, (vi8){4, 5, 6, 7, 0, 1, 2, 3});
-    a += __builtin_shuffle(a, (vi8){2, 3, 0, 1, 6, 7, 4, 5});
-    a += __builtin_shuffle(a, (vi8){1, 0, 3, 2, 5, 4, 7, 6});
+    a += SHUFFLE(a, a, 4, 5, 6, 7, 0, 1, 2, 3);
+    a += SHUFFLE(a, a, 2, 3, 0, 1, 6, 7, 4, 5);
+    a += SHUFFLE(a, a, 1, 0, 3, 2, 5, 4, 7, 6);
     return a[0];
 }
 INL float hsum_v(V<16>::T a) {
-    a += __builtin_shuffle(a, (vi16){8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7});
-    a += __builtin_shuffle(a, (vi16){4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11});
-    a += __builtin_shuffle(a, (vi16){2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13});
-    a += __builtin_shuffle(a, (vi16){1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14});
+    a += SHUFFLE(a, a, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
+    a += SHUFFLE(a, a, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11);
+    a += SHUFFLE(a, a, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
+    a += SHUFFLE(a, a, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
     return a[0];
 }
 
 INL float hmax(vf a) {
 #if W >= 16
-    a = vmax(a, __builtin_shuffle(a, XM(8)));
+    a = vmax(a, SHUFFLE(a, a, XM(8)));
 #endif
 #if W >= 8
-    a = vmax(a, __builtin_shuffle(a, XM(4)));
+    a = vmax(a, SHUFFLE(a, a, XM(4)));
 #endif
-    a = vmax(a, __builtin_shuffle(a, XM(2)));
-    a = vmax(a, __builtin_shuffle(a, XM(1)));
+    a = vmax(a, SHUFFLE(a, a, XM(2)));
+    a = vmax(a, SHUFFLE(a, a, XM(1)));
     return a[0];
 }
 
@@ -176,31 +173,31 @@ INL float sexp2(float t) {
 INL void transpose(vf r[W]) {
     for (int g = 0; g < W / 4; g++) {
         vf* x = r + 4 * g;
-        const vf t0 = __builtin_shuffle(x[0], x[1], PS_LO), t1 = __builtin_shuffle(x[0], x[1], PS_HI);
-        const vf t2 = __builtin_shuffle(x[2], x[3], PS_LO), t3 = __builtin_shuffle(x[2], x[3], PS_HI);
-        x[0] = __builtin_shuffle(t0, t2, PD_LO);
-        x[1] = __builtin_shuffle(t0, t2, PD_HI);
-        x[2] = __builtin_shuffle(t1, t3, PD_LO);
-        x[3] = __builtin_shuffle(t1, t3, PD_HI);
+        const vf t0 = SHUFFLE(x[0], x[1], PS_LO), t1 = SHUFFLE(x[0], x[1], PS_HI);
+        const vf t2 = SHUFFLE(x[2], x[3], PS_LO), t3 = SHUFFLE(x[2], x[3], PS_HI);
+        x[0] = SHUFFLE(t0, t2, PD_LO);
+        x[1] = SHUFFLE(t0, t2, PD_HI);
+        x[2] = SHUFFLE(t1, t3, PD_LO);
+        x[3] = SHUFFLE(t1, t3, PD_HI);
     }
 #if W == 16
     vf o[W];
     for (int c = 0; c < 4; c++) {
-        const vf v0 = __builtin_shuffle(r[c], r[4 + c], LANES_EVEN);
-        const vf v1 = __builtin_shuffle(r[c], r[4 + c], LANES_ODD);
-        const vf v2 = __builtin_shuffle(r[8 + c], r[12 + c], LANES_EVEN);
-        const vf v3 = __builtin_shuffle(r[8 + c], r[12 + c], LANES_ODD);
-        o[c] = __builtin_shuffle(v0, v2, LANES_EVEN);
-        o[8 + c] = __builtin_shuffle(v0, v2, LANES_ODD);
-        o[4 + c] = __builtin_shuffle(v1, v3, LANES_EVEN);
-        o[12 + c] = __builtin_shuffle(v1, v3, LANES_ODD);
+        const vf v0 = SHUFFLE(r[c], r[4 + c], LANES_EVEN);
+        const vf v1 = SHUFFLE(r[c], r[4 + c], LANES_ODD);
+        const vf v2 = SHUFFLE(r[8 + c], r[12 + c], LANES_EVEN);
+        const vf v3 = SHUFFLE(r[8 + c], r[12 + c], LANES_ODD);
+        o[c] = SHUFFLE(v0, v2, LANES_EVEN);
+        o[8 + c] = SHUFFLE(v0, v2, LANES_ODD);
+        o[4 + c] = SHUFFLE(v1, v3, LANES_EVEN);
+        o[12 + c] = SHUFFLE(v1, v3, LANES_ODD);
     }
     for (int i = 0; i < W; i++) r[i] = o[i];
 #elif W == 8
     vf o[W];
     for (int c = 0; c < 4; c++) {
-        o[c] = __builtin_shuffle(r[c], r[4 + c], LANES_EVEN);
-        o[4 + c] = __builtin_shuffle(r[c], r[4 + c], LANES_ODD);
+        o[c] = SHUFFLE(r[c], r[4 + c], LANES_EVEN);
+        o[4 + c] = SHUFFLE(r[c], r[4 + c], LANES_ODD);
     }
     for (int i = 0; i < W; i++) r[i] = o[i];
 #endif

@@ -197,11 +197,11 @@ struct ArgMax {
 // permute overrides the lanes of the pairs before it.
 INL vf column(const vf* block, int64_t C, int64_t j) {
     const vi at = lane_index() * (int32_t)C + (int32_t)j;
-    vf col = __builtin_shuffle(block[0], block[C > 1], at);
+    vf col = permute2(block[0], block[C > 1], at);
     for (int64_t k = 1; 2 * k < C; k++) {
         const vi idx = at - (int32_t)(2 * k * W);
         const vf second = block[2 * k + 1 < C ? 2 * k + 1 : 2 * k];
-        col = idx >= 0 ? __builtin_shuffle(block[2 * k], second, idx) : col;
+        col = idx >= 0 ? permute2(block[2 * k], second, idx) : col;
     }
     return col;
 }
@@ -407,9 +407,9 @@ struct RowValues {
     }
     // Lane l from lane rows[l].
     RowValues pick(vi rows) const {
-        return {__builtin_shuffle(max, rows),      __builtin_shuffle(log_sum, rows),
-                __builtin_shuffle(entropy, rows),  __builtin_shuffle(glogprob, rows),
-                __builtin_shuffle(gentropy, rows), __builtin_shuffle(chosen, rows)};
+        return {permute(max, rows),      permute(log_sum, rows),
+                permute(entropy, rows),  permute(glogprob, rows),
+                permute(gentropy, rows), permute(chosen, rows)};
     }
 };
 

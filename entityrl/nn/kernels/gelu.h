@@ -96,9 +96,9 @@ INL vf interpolate(const Table& t, vf s) {
     const vf r = s + 12582912.f;  // 1.5 * 2^23: the low bits of r are round(s)
     const vf u = s - (r - 12582912.f);
     const vi j = (vi)r;  // the permute reads only the low bits of each lane
-    vf p = __builtin_shuffle(t.coef[DEGREE][0], t.coef[DEGREE][1], j);
+    vf p = permute2(t.coef[DEGREE][0], t.coef[DEGREE][1], j);
     for (int d = DEGREE - 1; d >= 0; d--)
-        p = p * u + __builtin_shuffle(t.coef[d][0], t.coef[d][1], j);
+        p = p * u + permute2(t.coef[d][0], t.coef[d][1], j);
     return p;
 }
 

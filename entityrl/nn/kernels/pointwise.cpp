@@ -142,16 +142,16 @@ struct Row {
 // many shuffles as two rows reduced one by one, and their computations overlap.
 #define GROUP (W >= 8 ? 4 : W / 2)  // the backward reduces 2 GROUP vectors: at most W
 
-// Vector literals (constants, so that shuffles by them compile to immediate-operand
-// instructions) whose lane l is F(p, l).
+// Lane numbers for SHUFFLE (constants, so that shuffles by them compile to immediate-operand
+// instructions): lane l is F(p, l).
 #if W == 16
 #define LANE_LIST(F, p)                                                                    \
-    (vi){F(p, 0), F(p, 1), F(p, 2),  F(p, 3),  F(p, 4),  F(p, 5),  F(p, 6),  F(p, 7),      \
-         F(p, 8), F(p, 9), F(p, 10), F(p, 11), F(p, 12), F(p, 13), F(p, 14), F(p, 15)}
+    F(p, 0), F(p, 1), F(p, 2),  F(p, 3),  F(p, 4),  F(p, 5),  F(p, 6),  F(p, 7),      \
+         F(p, 8), F(p, 9), F(p, 10), F(p, 11), F(p, 12), F(p, 13), F(p, 14), F(p, 15)
 #elif W == 8
-#define LANE_LIST(F, p) (vi){F(p, 0), F(p, 1), F(p, 2), F(p, 3), F(p, 4), F(p, 5), F(p, 6), F(p, 7)}
+#define LANE_LIST(F, p) F(p, 0), F(p, 1), F(p, 2), F(p, 3), F(p, 4), F(p, 5), F(p, 6), F(p, 7)
 #else
-#define LANE_LIST(F, p) (vi){F(p, 0), F(p, 1), F(p, 2), F(p, 3)}
+#define LANE_LIST(F, p) F(p, 0), F(p, 1), F(p, 2), F(p, 3)
 #endif
 // Of two vectors side by side cut into groups of 2h lanes: the first (LO) or second (HI) h
 // lanes of every group.
@@ -168,15 +168,20 @@ INL vf hsum_each(vf* a) {
     static_assert(G <= WIDTH, "more vectors than lanes");
     if constexpr (G > 1) {
         for (int i = 0; i < G / 2; i++)
-            a[i] = __builtin_shuffle(a[2 * i], a[2 * i + 1], LANE_LIST(HALF_LO, WIDTH / 2)) +
-                   __builtin_shuffle(a[2 * i], a[2 * i + 1], LANE_LIST(HALF_HI, WIDTH / 2));
+            a[i] = SHUFFLE(a[2 * i], a[2 * i + 1], LANE_LIST(HALF_LO, WIDTH / 2)) +
+                   SHUFFLE(a[2 * i], a[2 * i + 1], LANE_LIST(HALF_HI, WIDTH / 2));
         return hsum_each<G / 2, WIDTH / 2>(a);
     } else {
         vf r = a[0];
-        if constexpr (WIDTH > 8) r += __builtin_shuffle(r, XM(8));
-        if constexpr (WIDTH > 4) r += __builtin_shuffle(r, XM(4));
-        if constexpr (WIDTH > 2) r += __builtin_shuffle(r, XM(2));
-        if constexpr (WIDTH > 1) r += __builtin_shuffle(r, XM(1));
+        // (clang checks the lane numbers even in discarded branches: hence the #if)
+#if W > 8
+        if constexpr (WIDTH > 8) r += SHUFFLE(r, r, XM(8));
+#endif
+#if W > 4
+        if constexpr (WIDTH > 4) r += SHUFFLE(r, r, XM(4));
+#endif
+        if constexpr (WIDTH > 2) r += SHUFFLE(r, r, XM(2));
+        if constexpr (WIDTH > 1) r += SHUFFLE(r, r, XM(1));
         return r;
     }
 }
@@ -194,7 +199,7 @@ INL vf vsqrt(vf x) {
 }
 
 // Lane l of x in every lane.
-INL vf lane(vf x, int l) { return __builtin_shuffle(x, (vi){} + l); }
+INL vf lane(vf x, int l) { return permute(x, vi{} + l); }
 
 // Rows [r0, r1), G at a time (r1 - r0 a multiple of G); mean and rstd NULL: not saved. Row r
 // of the output is row at[r] of out (at NULL: row r); out NULL: only the statistics.

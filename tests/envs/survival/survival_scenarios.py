@@ -10,7 +10,7 @@ from omegaconf import OmegaConf
 
 from entityrl.env import VecObs
 from entityrl.envs.survival import SurvivalWorld
-from entityrl.envs.survival.config import METERS, load_config
+from entityrl.envs.survival.config import load_config
 from entityrl.ragged import RaggedArray
 
 CENTRE = 16
@@ -52,11 +52,11 @@ def place(env: SurvivalWorld, creature: str, dx: int, dy: int, copy: int = 0) ->
 
 
 def meter(env: SurvivalWorld, name: str, copy: int = 0) -> float:
-    return float(env.state.meters[copy, METERS.index(name)])
+    return float(env.state.meters[copy, env.rules.meter_names.index(name)])
 
 
 def set_meter(env: SurvivalWorld, name: str, value: float) -> None:
-    env.state.meters[:, METERS.index(name)] = value
+    env.state.meters[:, env.rules.meter_names.index(name)] = value
 
 
 def carry(env: SurvivalWorld, item: str, count: int) -> None:
@@ -75,15 +75,17 @@ def legal(env: SurvivalWorld, obs: VecObs, label: str, copy: int = 0) -> bool:
     return bool(mask[copy][0, list(labels).index(label)])
 
 
-def do(env: SurvivalWorld, obs: VecObs, label: str, target: int = 0) -> VecObs:
-    """Every copy takes the action ``label``; select-entity actions pick candidate ``target``."""
+def do(env: SurvivalWorld, obs: VecObs, label: str, target: int = 0, count: int = 1) -> VecObs:
+    """Every copy takes the action ``label``; select-entity actions pick candidate ``target``;
+    the ``count`` action (if any) asks for ``count`` units."""
     labels = list(env.action_space["act"].choices)  # type: ignore[union-attr]
     rows = env.num_envs
     ones = np.ones(rows, dtype=np.int64)
     actions = {"act": RaggedArray(np.full((rows, 1), labels.index(label), dtype=np.int64), ones)}
     for name, mask in obs.action_masks.items():
         if name != "act":
-            chosen = np.full((mask.actors.items, 1), target, dtype=np.int64)
+            choice = count - 1 if name == "count" else target
+            chosen = np.full((mask.actors.items, 1), choice, dtype=np.int64)
             actions[name] = RaggedArray(chosen, mask.actors.lengths)
     return env.act(actions)
 

@@ -46,7 +46,11 @@ def test_metrics_prints_a_table_of_tasks(capsys: pytest.CaptureFixture[str]) -> 
     assert "32 episodes of at most 60 steps" in lines[0] and "threshold th = 0.9" in lines[0]
     assert lines[1].split()[:6] == ["task", "event", "done", "TTMN", "mean", "TTMX"]
     assert lines[3].startswith("collect wood") and lines[4].startswith("drink water")
-    assert len(lines) == 5
+    assert "goal levels in paper order" in lines[0]
+    assert lines[6].startswith("the paper's estimates (Eqs. 8-10; p* = 1/9)")
+    assert lines[7].split()[:3] == ["task", "g(T)", "e(T)"]
+    assert lines[9].split()[:3] == ["collect", "wood", "1"]
+    assert len(lines) == 11
 
 
 def test_metrics_names_an_unknown_task(capsys: pytest.CaptureFixture[str]) -> None:
@@ -73,6 +77,14 @@ def test_pic_prints_the_capacity_of_each_reward_mode(capsys: pytest.CaptureFixtu
     assert "4 random linear policies" in out
     for mode in ("dense", "sparse", "very_sparse"):
         assert any(line.startswith(mode) for line in out.splitlines())
+
+
+def test_pic_refuses_fewer_bins_than_episodes(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["survival", "pic", "DayAndNight", "--bins", "16", "--episodes", "32"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        "error: bins must exceed the episodes per policy (the paper's B > M), got B = 16, M = 32"
+    )
 
 
 def test_bad_option_values_are_refused(capsys: pytest.CaptureFixture[str]) -> None:

@@ -359,8 +359,8 @@ def test_fixed_vector_observation_lists_the_nearest_of_each_type() -> None:
     obs = env.refresh()
     names = env.observer.global_names
     row = dict(zip(names, obs.global_features[0].tolist(), strict=True))
-    assert [row[f"pig0_{f}"] for f in ("present", "dx", "dy", "hp")] == [1, -1, 1, 3]
-    assert row["river0_present"] == 0
+    assert [row[f"pig0_{f}"] for f in ("dx", "dy", "hp")] == [-1, 1, 3]
+    assert [row[f"river0_{f}"] for f in ("dx", "dy", "hp")] == [0, 0, 0]
     assert list(obs.features) == ["Agent"]
 
 
@@ -370,9 +370,9 @@ def test_nearest10_observation_has_ten_slots_whatever_is_seen() -> None:
         place(env, "tree", d, 2)
     obs = env.refresh()
     names = env.observer.global_names
-    present = [obs.global_features[0, names.index(f"creature{j}_present")] for j in range(10)]
-    assert present == [1, 1, 1] + [0] * 7
-    assert obs.global_features[0, names.index("creature0_is_tree")] == 1
+    hp = [obs.global_features[0, names.index(f"tree{j}_hp")] for j in range(10)]
+    assert hp == [1, 1, 1] + [0] * 7
+    assert [obs.global_features[0, names.index(f"tree{j}_dx")] for j in range(3)] == [0, 1, 2]
 
 
 def test_entity_observation_has_terrain_around_the_agent() -> None:

@@ -30,12 +30,22 @@ def test_ttmx_is_the_step_by_which_enough_episodes_did_the_task() -> None:
         ttmx(first, 0.0)
 
 
-def test_goal_levels_cut_the_task_interval_easiest_first() -> None:
-    assert goal_deadlines(10, 50, 4) == [50, 40, 30, 20]
-    assert goal_deadlines(3, 4, 4) == [4, 3]  # deadlines that coincide are one level
+def test_goal_levels_in_the_papers_order_start_at_ttmn() -> None:
+    # [3, 468] in 4 parts: a_0..a_4 = 3, 119.25, 235.5, 351.75, 468; level i + 1 <-> a_i.
+    assert goal_deadlines(3, 468, 4) == [3, 119, 236, 352]
+    assert goal_deadlines(10, 50, 4, "paper") == [10, 20, 30, 40]
+    assert goal_deadlines(3, 4, 4) == [3, 4]  # deadlines that coincide are one level
     assert goal_deadlines(5, math.inf, 4) == []
     with pytest.raises(ValueError, match="levels"):
         goal_deadlines(1, 2, 0)
+    with pytest.raises(ValueError, match="unknown level order 'up'; expected one of paper"):
+        goal_deadlines(1, 2, 2, "up")
+
+
+def test_goal_levels_easiest_first_start_at_ttmx() -> None:
+    assert goal_deadlines(3, 468, 4, "easiest_first") == [468, 352, 236, 119]
+    assert goal_deadlines(10, 50, 4, "easiest_first") == [50, 40, 30, 20]
+    assert goal_deadlines(3, 4, 4, "easiest_first") == [4, 3]
 
 
 def test_information_capacity_of_known_distributions() -> None:
@@ -70,7 +80,13 @@ def test_first_episodes_record_returns_of_every_reward_mode() -> None:
 
 def test_task_difficulty_under_random_play() -> None:
     results = task_difficulty(
-        "DayAndNight", episodes=64, max_steps=200, actions="simple", threshold=0.5, seed=1
+        "DayAndNight",
+        episodes=64,
+        max_steps=200,
+        actions="simple",
+        threshold=0.5,
+        order="easiest_first",
+        seed=1,
     )
     assert [r.task for r in results] == list(SurvivalWorld(1).rules.config.tasks)
     wood = next(r for r in results if r.task == "collect wood")
@@ -97,6 +113,11 @@ def test_linear_policies_differ_and_respect_masks() -> None:
         np.add.at(counts, (np.arange(40) // 20, chosen), 1)
         obs = env.act(actions)
     assert not np.array_equal(counts[0], counts[1])
+
+
+def test_policy_information_capacity_needs_more_bins_than_episodes() -> None:
+    with pytest.raises(ValueError, match=r"the paper's B > M\), got B = 16, M = 32"):
+        policy_information_capacity("DayAndNight", policies=2, episodes=32, bins=16)
 
 
 def test_policy_information_capacity_of_the_reward_modes() -> None:

@@ -1,0 +1,170 @@
+"""What the default step checks (entityrl/env/step_checks.py) cost: samples per second with
+them and with them switched off, stepping environments alone (the worst case: no network
+time to hide them) and training end to end (measured as benchmarks/throughput.py does: from
+the first rollout to the end of the last iteration).
+
+"Off" replaces the checks' methods with no-ops for the measurement; runs with and without
+alternate, and each figure is the median of ``--repeats`` runs. The first, fully validated
+batches are a one-time cost at the start, reported separately; the samples per second are
+measured after them.
+
+usage: python benchmarks/step_checks.py [--num-envs 256] [--steps 300] [--repeats 5]
+                                        [--timesteps 32768]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _peer import machine
+from results import replace_section
+
+from entityrl.env import RandomPolicy
+from entityrl.env.step_checks import FULLY_VALIDATED_STEPS, StepChecks
+from entityrl.envs import make_vec
+
+TITLE = "Default step checks (benchmarks/step_checks.py)"
+ENVS = ("CherryPick", "MineSweeper", "PickMatchingBalls", "CherryPickBatched")
+TRAIN_ENVS = ("CherryPick", "MineSweeper")
+
+
+@contextlib.contextmanager
+def checks_off() -> Iterator[None]:
+    """The default checks as no-ops (for comparison only)."""
+    saved = {name: getattr(StepChecks, name) for name in ("observations", "batched")}
+    saved["checked_batch"] = StepChecks.checked_batch
+    try:
+        for name in saved:
+            setattr(StepChecks, name, lambda *args, **kwargs: None)
+        yield
+    finally:
+        for name, method in saved.items():
+            setattr(StepChecks, name, method)
+
+
+def env_rate(name: str, num_envs: int, steps: int, checks: bool) -> tuple[float, float]:
+    """Samples per second after the fully validated batches, and the seconds those took."""
+    with contextlib.ExitStack() as stack:
+        if not checks:
+            stack.enter_context(checks_off())
+        env = stack.enter_context(make_vec(name, num_envs, seed=0))
+        policy = RandomPolicy(env.action_space, seed=0)
+        start = time.perf_counter()
+        obs = env.reset()
+        for _ in range(FULLY_VALIDATED_STEPS):
+            obs = env.act(policy.act(obs))
+        first = time.perf_counter() - start
+        start = time.perf_counter()
+        for _ in range(steps):
+            obs = env.act(policy.act(obs))
+        return num_envs * steps / (time.perf_counter() - start), first
+
+
+def train_rate(name: str, timesteps: int, checks: bool) -> float:
+    """Training samples per second, from the first rollout to the end of the last iteration."""
+    from entityrl.training.config import load_config
+    from entityrl.training.runner import Trainer
+
+    with tempfile.TemporaryDirectory() as run_dir, contextlib.ExitStack() as stack:
+        if not checks:
+            stack.enter_context(checks_off())
+        config = load_config(
+            name,
+            [
+                f"total_timesteps={timesteps}",
+                f"log.run_dir={run_dir}/run",
+                "log.progress=false",
+                "log.tensorboard=false",
+            ],
+        )
+        marks: dict[str, float] = {}
+        trainer = Trainer(config, on_iteration=lambda _: marks.update(last=time.perf_counter()))
+        collect = trainer.sampler.collect
+
+        def timed_collect(*args: Any) -> Any:
+            marks.setdefault("first", time.perf_counter())
+            return collect(*args)
+
+        trainer.sampler.collect = timed_collect  # type: ignore[method-assign]
+        result = trainer.run()
+        return result.steps / (marks["last"] - marks["first"])
+
+
+def compare(measure: Any, repeats: int) -> tuple[list[float], list[float]]:
+    """``measure(checks)`` alternately on and off, ``repeats`` times each."""
+    on: list[float] = []
+    off: list[float] = []
+    for _ in range(repeats):
+        on.append(measure(True))
+        off.append(measure(False))
+    return on, off
+
+
+def row(label: str, on: list[float], off: list[float]) -> str:
+    a, b = statistics.median(on), statistics.median(off)
+    return f"| {label} | {a:,.0f} | {b:,.0f} | {100 * (b - a) / b:+.1f}% |"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--num-envs", type=int, default=256)
+    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--timesteps", type=int, default=32_768)
+    args = parser.parse_args()
+    lines = [
+        f"Command: `python benchmarks/step_checks.py --num-envs {args.num_envs} --steps "
+        f"{args.steps} --repeats {args.repeats} --timesteps {args.timesteps}`",
+        f"Machine: {machine()}",
+        "",
+        f"Environments alone: {args.num_envs} environments, random legal actions, "
+        f"{args.steps} steps after the {FULLY_VALIDATED_STEPS} fully validated batches; "
+        f"median of {args.repeats} runs, with and without the checks alternating. Cost = the "
+        "share of samples per second lost (negative: within the noise of a shared machine).",
+        "",
+        "| environment | with checks (samples/s) | without | cost | first batches (s) |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    for name in ENVS:
+        firsts: list[float] = []
+
+        def measure(checks: bool, name: str = name, firsts: list[float] = firsts) -> float:
+            rate, first = env_rate(name, args.num_envs, args.steps, checks)
+            if checks:
+                firsts.append(first)
+            return rate
+
+        on, off = compare(measure, args.repeats)
+        lines.append(row(name, on, off) + f" {statistics.median(firsts):.3f} |")
+        print(lines[-1], flush=True)
+    lines += [
+        "",
+        f"Training end to end: the shipped config, {args.timesteps:,} steps, samples per "
+        "second from the first rollout to the end of the last iteration (as "
+        f"benchmarks/throughput.py), median of {args.repeats} runs.",
+        "",
+        "| environment | with checks (samples/s) | without | cost |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    for name in TRAIN_ENVS:
+        on, off = compare(
+            lambda checks, n=name: train_rate(n, args.timesteps, checks), args.repeats
+        )
+        lines.append(row(name, on, off))
+        print(lines[-1], flush=True)
+    replace_section(TITLE, "\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

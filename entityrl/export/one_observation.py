@@ -1,0 +1,289 @@
+"""RogueNet for one observation, as plain tensor operations that trace to ONNX.
+
+:class:`RogueNet` takes ragged batches whose index bookkeeping is computed in numpy
+(:mod:`entityrl.nn.layout`), which no exporter can trace. With a single observation that
+bookkeeping collapses: the entities are the types' rows concatenated (then the global token),
+attention runs over all of them, and actors and candidates are plain indices. This module
+computes that case with the network's own modules and parameters, in float32, taking the
+inputs of :mod:`entityrl.inference.signature`.
+
+Build the network inside :func:`entityrl.nn.kernels.build.torch_path` so that its modules run
+plain torch while traced.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.nn import functional
+
+from entityrl.env.spaces import GlobalCategoricalActionSpace, SelectEntityActionSpace
+from entityrl.inference import signature
+from entityrl.nn.embedding import EntityEmbedding, Translation, _Constant, _module_key
+from entityrl.nn.heads import CategoricalHead, SelectEntityHead
+from entityrl.nn.relpos import RelativePositions
+from entityrl.nn.rogue_net import Encoder, RogueNet, _key
+from entityrl.nn.transformer import Block, RaggedAttention, RowPooling
+
+
+class ExportError(ValueError):
+    """The network cannot be exported as configured."""
+
+
+class OneObservationPolicy(nn.Module):
+    """Action probabilities and value of one observation (see
+    :mod:`entityrl.inference.signature` for the inputs and outputs, in :attr:`input_names`
+    order)."""
+
+    def __init__(self, net: RogueNet) -> None:
+        super().__init__()
+        if next(net.parameters()).dtype != torch.float32:
+            raise ExportError("the network must have float32 parameters to be exported")
+        self.net = net.eval()
+        self.input_names = [
+            spec.name for spec in signature.input_specs(net.obs_space, net.action_space)
+        ]
+        self.output_names = [spec.name for spec in signature.output_specs(net.action_space)]
+
+    def forward(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        inputs = dict(zip(self.input_names, tensors, strict=True))
+        net = self.net
+        x = _encode(net.encoder, inputs)
+        outputs = []
+        for name, space in net.action_space.items():
+            head = net.heads[_key(name)]
+            mask = inputs[signature.mask_input(name)]
+            if isinstance(space, GlobalCategoricalActionSpace):
+                assert isinstance(head, CategoricalHead)
+                logits = head.proj(x[-1:])  # the global token, last entity
+            elif isinstance(space, SelectEntityActionSpace):
+                assert isinstance(head, SelectEntityHead)
+                actors = x.index_select(0, inputs[signature.actors_input(name)])
+                candidates = x.index_select(0, inputs[signature.actees_input(name)])
+                # As SelectEntityHead: the key bias shifts all of an actor's logits alike.
+                logits = (head.query(actors) @ head.key.weight) @ candidates.t()
+                logits = logits * head.d_qk**-0.5
+            else:
+                assert isinstance(head, CategoricalHead)
+                logits = head.proj(x.index_select(0, inputs[signature.actors_input(name)]))
+            logits = logits.masked_fill(~mask, float("-inf"))
+            if isinstance(space, SelectEntityActionSpace):  # may have no candidates
+                outputs.append(_softmax_of_any_width(logits))
+            else:
+                outputs.append(torch.softmax(logits, dim=-1))
+        value_x = x if net.value_encoder is None else _encode(net.value_encoder, inputs)
+        outputs.append(net.value_head.proj(_mean(value_x)).reshape(1))
+        return tuple(outputs)
+
+
+@dataclass
+class _AttentionInputs:
+    """What every attention layer of one pass shares (over the entities and the padding
+    entity, see :func:`_attention`)."""
+
+    bias: torch.Tensor  # (N + 1, N + 1): 0 where the query may see the key, else -inf
+    # Relative positions: per (query, key) pair, its offset one-hot (N + 1, N + 1, offsets), and
+    # the one-hot of its value vector (offset, or offset and key type).
+    offset_keys: torch.Tensor | None = None
+    offset_values: torch.Tensor | None = None
+
+
+def _encode(encoder: Encoder, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+    """The ``(entities, d_model)`` embeddings after the transformer blocks.
+
+    The blocks run with one padding entity appended, which attends to itself alone and which
+    no other entity sees (nor pools): it keeps every product non-empty (onnxruntime's batched
+    MatMul fails on empty ones: observations without entities) and every reshape's entity
+    count inferable, and it is dropped at the end."""
+    raw = _raw_features(encoder.embedding, inputs)
+    x = _embed(encoder.embedding, raw)
+    x = torch.cat([x, x.new_zeros(1, encoder.embedding.d_model)])
+    visible = inputs[signature.VISIBLE]
+    if encoder.embedding.global_token:
+        visible = torch.cat([visible, visible.new_ones(1)])
+    real = torch.cat([torch.ones_like(visible), visible.new_zeros(1)])
+    visible = torch.cat([visible, visible.new_ones(1)])
+    # Visible queries do not see hidden keys; hidden queries see every key.
+    allowed = (~visible[:, None] | visible[None, :]) & real[:, None] & real[None, :]
+    allowed = allowed | (~real[:, None] & ~real[None, :])
+    bias = torch.zeros_like(allowed, dtype=x.dtype).masked_fill(~allowed, float("-inf"))
+    context = _AttentionInputs(bias)
+    if encoder.relpos is not None:
+        context.offset_keys, context.offset_values = _offsets(encoder.relpos, raw)
+    for block in encoder.blocks:
+        assert isinstance(block, Block)
+        x = _block(block, x, context)
+    if isinstance(encoder.ln_out, nn.LayerNorm):
+        x = _layer_norm(encoder.ln_out, x)
+    return x[:-1]
+
+
+def _raw_features(
+    embedding: EntityEmbedding, inputs: dict[str, torch.Tensor]
+) -> dict[str, torch.Tensor]:
+    """Per type (and the global token), the features before normalization: translated, with
+    the global features appended, as :meth:`EntityEmbedding.raw_features` gives them."""
+    feats = {name: inputs[signature.features_input(name)] for name in embedding.entity_names}
+    if embedding.translation is not None:
+        feats = _translate(embedding.translation, feats)
+    globals_ = inputs.get(signature.GLOBAL_FEATURES)
+    if globals_ is not None:
+        feats = {
+            name: torch.cat([f, globals_.expand(f.shape[0], -1)], dim=1)
+            for name, f in feats.items()
+        }
+    if embedding.global_token:
+        feats["__global__"] = globals_.reshape(1, -1) if globals_ is not None else torch.zeros(1, 0)
+    return feats
+
+
+def _embed(embedding: EntityEmbedding, raw: dict[str, torch.Tensor]) -> torch.Tensor:
+    parts = []
+    for name, f in raw.items():
+        key = _module_key(name)
+        projection = embedding.projections[key]
+        if isinstance(projection, _Constant):
+            parts.append(projection.embedding.expand(f.shape[0], -1))
+            continue
+        linear, _, norm = projection
+        parts.append(_layer_norm(norm, torch.relu(linear(embedding.norms[key](f)))))
+    return torch.cat(parts)
+
+
+def _translate(translation: Translation, feats: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Positions relative to the first reference entity (the origin when there is none), as
+    :class:`~entityrl.nn.embedding.Translation` computes them."""
+    reference = feats[translation.reference]
+    columns = translation.ref_columns
+    # Row 0 of the reference entities with a zero row appended: the first one, or zeros.
+    origin = torch.cat([reference[:, columns], reference.new_zeros(1, len(columns))])[0]
+    if translation.angle_column is not None:
+        angle = torch.cat([reference[:, translation.angle_column], reference.new_zeros(1)])[0]
+        cos, sin = torch.cos(angle), torch.sin(angle)
+    out = dict(feats)
+    for name, cols in translation.columns.items():
+        f = feats[name]
+        rel = f[:, cols] - origin
+        if translation.angle_column is not None:
+            x, y = rel[:, 0], rel[:, 1]
+            rel = torch.stack([x * cos + y * sin, -x * sin + y * cos], dim=1)
+        # Rebuilt column by column: exporters trace concatenation more simply than assignment.
+        replaced = dict(zip(cols, range(len(cols)), strict=True))
+        out[name] = torch.cat(
+            [
+                rel[:, replaced[j] : replaced[j] + 1] if j in replaced else f[:, j : j + 1]
+                for j in range(f.shape[1])
+            ],
+            dim=1,
+        )
+    return out
+
+
+def _block(block: Block, x: torch.Tensor, context: _AttentionInputs) -> torch.Tensor:
+    normed = _layer_norm(block.ln1, x)
+    mix = block.mix
+    if isinstance(mix, RaggedAttention):
+        x = x + _attention(mix, normed, context)
+    else:
+        assert isinstance(mix, RowPooling)
+        x = x + _pool(mix, normed)
+    up, down = block.mlp[0], block.mlp[2]
+    return x + down(functional.gelu(up(_layer_norm(block.ln2, x))))
+
+
+def _attention(mix: RaggedAttention, x: torch.Tensor, context: _AttentionInputs) -> torch.Tensor:
+    """Self-attention of the entities (and the padding entity). With relative positions, as
+    :meth:`RaggedAttention._explicit`: each pair's offset adds query . key vector to the
+    logits, and the attention mass per offset times its value vector to the output."""
+    d, heads = mix.proj.in_features, mix.n_head
+    q, k, v = mix.qkv(x).reshape(-1, 3, heads, d // heads).permute(1, 2, 0, 3).unbind(0)
+    logits = q @ k.transpose(1, 2)  # (heads, N, N)
+    relpos = mix.relpos
+    if relpos is not None:
+        assert context.offset_keys is not None
+        per_offset = (q @ relpos.keys.t()).transpose(0, 1)  # (N, heads, offsets)
+        logits = logits + (per_offset @ context.offset_keys.transpose(1, 2)).transpose(0, 1)
+    weights = torch.softmax(logits * (d // heads) ** -0.5 + context.bias, dim=-1)
+    y = weights @ v
+    if relpos is not None:
+        assert context.offset_values is not None
+        mass = (weights.transpose(0, 1) @ context.offset_values).transpose(0, 1)
+        y = y + mass @ relpos.values
+    return mix.proj(y.transpose(0, 1).reshape(-1, d))
+
+
+def _offsets(
+    relpos: RelativePositions, raw: dict[str, torch.Tensor]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The offset one-hots of every (query, key) pair of the entities and the padding entity
+    (which has no position), as :meth:`RelativePositions.offset_index` computes the offsets:
+    the key's position minus the query's, rounded, clipped to the extent; "no position" unless
+    both have one."""
+    config = relpos.config
+    dims = len(config.position_features)
+    positions, present, kinds = [], [], []
+    for t, name in enumerate(relpos.type_names):
+        f = raw[name]
+        count = f.new_ones(f.shape[0])
+        if name in relpos.columns:
+            positions.append(f[:, relpos.columns[name]])
+            present.append(count)
+        else:
+            positions.append(f.new_zeros(f.shape[0], dims))
+            present.append(count * 0)
+        kinds.append(count * t)
+    positions.append(torch.zeros(1, dims))
+    present.append(torch.zeros(1))
+    kinds.append(torch.zeros(1))
+    p = torch.cat(positions)
+    has = torch.cat(present) > 0
+    rel = torch.round((p[None, :, :] - p[:, None, :]) / config.scale)
+    extent = relpos.extent.to(p.dtype)
+    rel = torch.maximum(torch.minimum(rel, extent), -extent) + extent
+    index = (rel * relpos.strides.to(p.dtype)).sum(-1)
+    index = torch.where(has[:, None] & has[None, :], index, float(relpos.offsets - 1))
+    values = index
+    if config.per_entity_values:
+        values = index + torch.cat(kinds)[None, :] * relpos.offsets
+    return _one_hot(index, relpos.offsets), _one_hot(values, relpos.values.shape[0])
+
+
+def _one_hot(index: torch.Tensor, classes: int) -> torch.Tensor:
+    """``(..., classes)`` float: 1 at each entry's (integer-valued) index."""
+    return (index[..., None] == torch.arange(classes, dtype=index.dtype)).to(torch.float32)
+
+
+def _pool(mix: RowPooling, x: torch.Tensor) -> torch.Tensor:
+    """Each entity (and the padding entity) receives the projection of the pooled entities."""
+    h = mix.prepool(x[:-1])
+    parts = []
+    if mix.pooling in ("mean", "meanmax"):
+        parts.append(_mean(h))
+    if mix.pooling in ("max", "meanmax"):
+        # Zeros without entities, as the batched pooling leaves an empty row.
+        top = torch.cat([h, torch.full_like(h[:1], float("-inf"))]).amax(dim=0)
+        parts.append(torch.where(torch.isinf(top), torch.zeros_like(top), top))
+    return mix.proj(torch.cat(parts)).expand_as(x)
+
+
+def _softmax_of_any_width(logits: torch.Tensor) -> torch.Tensor:
+    """Softmax over the last axis, which may be empty (no candidates).
+
+    onnxruntime's Softmax divides by the axis length and fails on an empty one, so the axis
+    gets one more entry at -inf (probability 0), dropped again afterwards.
+    """
+    padding = torch.full((1,), float("-inf")).expand(*logits.shape[:-1], 1)
+    return torch.softmax(torch.cat([logits, padding], dim=-1), dim=-1)[..., :-1]
+
+
+def _mean(x: torch.Tensor) -> torch.Tensor:
+    """The mean over entities (zeros without entities)."""
+    count = torch.ones_like(x[:, 0]).sum().clamp(min=1.0)
+    return x.sum(dim=0) / count
+
+
+def _layer_norm(norm: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    assert isinstance(norm, nn.LayerNorm)
+    return functional.layer_norm(x, norm.normalized_shape, norm.weight, norm.bias, norm.eps)

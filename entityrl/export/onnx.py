@@ -1,0 +1,116 @@
+"""Write a trained agent's policy as one ONNX model (see :mod:`entityrl.inference.signature`).
+
+Needs the ``export`` extra (``pip install 'entityrl[export]'``: onnx and onnxruntime).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import warnings
+from pathlib import Path
+
+import torch
+
+import entityrl
+from entityrl.env.space_data import spaces_to_data
+from entityrl.export.one_observation import ExportError, OneObservationPolicy
+from entityrl.inference import signature
+from entityrl.nn.kernels.build import torch_path
+from entityrl.nn.rogue_net import RogueNet
+from entityrl.training.agent import Agent
+from entityrl.training.checkpoint import atomic_write
+
+OPSET = 18
+"""The ONNX opset written: onnxruntime-web and every onnxruntime since 1.14 run it."""
+
+
+def one_observation_policy(agent: Agent) -> OneObservationPolicy:
+    """The agent's network rebuilt in float32 on the CPU, for one observation at a time, with
+    the plain torch path (built inside :func:`torch_path`, so no C++ kernel is traced)."""
+    with torch_path(), torch.random.fork_rng(devices=()):
+        config = dataclasses.replace(agent.net.config, precision="float32")
+        net = RogueNet(agent.obs_space, agent.action_space, config)
+    net.load_state_dict({k: v.cpu() for k, v in agent.net.state_dict().items()})
+    return OneObservationPolicy(net)
+
+
+def example_inputs(policy: OneObservationPolicy) -> tuple[torch.Tensor, ...]:
+    """Inputs of the right kinds for tracing: two entities per type, every entity acting on
+    every other. Sizes differ between axes so that none is mistaken for another."""
+    net = policy.net
+    counts = {name: 2 for name in net.entity_names}
+    total = sum(counts.values())
+    tensors = []
+    for spec in signature.input_specs(net.obs_space, net.action_space):
+        kind, _, name = spec.name.partition("/")
+        if kind == "features":
+            tensors.append(torch.rand(counts[name], int(spec.shape[1])))
+        elif spec.name == signature.GLOBAL_FEATURES:
+            tensors.append(torch.rand(int(spec.shape[0])))
+        elif spec.name == signature.VISIBLE:
+            tensors.append(torch.ones(total, dtype=torch.bool))
+        elif kind == "actors":
+            tensors.append(torch.arange(total - 1))
+        elif kind == "actees":
+            tensors.append(torch.arange(total))
+        else:  # mask: (actors or 1, choices or actees)
+            rows = 1 if spec.shape[0] == 1 else total - 1
+            cols = spec.shape[1] if isinstance(spec.shape[1], int) else total
+            tensors.append(torch.ones(rows, cols, dtype=torch.bool))
+    return tuple(tensors)
+
+
+def export_onnx(agent: Agent, path: str | Path) -> Path:
+    """Write ``agent``'s policy to ``path`` (through a temporary file, renamed when complete)
+    and return the path. Raises :class:`ExportError` for networks that cannot be exported."""
+    model = export_bytes(agent)
+    target = Path(path)
+    atomic_write(target, lambda f: f.write(model))
+    return target
+
+
+def export_bytes(agent: Agent) -> bytes:
+    """``agent``'s policy as a serialized ONNX model, metadata included."""
+    import onnx
+
+    policy = one_observation_policy(agent)
+    specs = signature.input_specs(agent.obs_space, agent.action_space)
+    outputs = signature.output_specs(agent.action_space)
+    dynamic = {
+        spec.name: {axis: dim for axis, dim in enumerate(spec.shape) if isinstance(dim, str)}
+        for spec in [*specs, *outputs]
+    }
+    buffer = io.BytesIO()
+    with torch_path(), torch.inference_mode(), warnings.catch_warnings():
+        # The tracer's notes on shape arithmetic (which the parity tests cover) and the
+        # TorchScript exporter's deprecation notice (the torch.export-based one cannot yet
+        # trace observations without entities) say nothing the user can act on.
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        torch.onnx.export(
+            policy,
+            example_inputs(policy),
+            buffer,
+            input_names=policy.input_names,
+            output_names=policy.output_names,
+            dynamic_axes={name: axes for name, axes in dynamic.items() if axes},
+            opset_version=OPSET,
+            dynamo=False,
+        )
+    model = onnx.load_from_string(buffer.getvalue())
+    metadata = {
+        signature.FORMAT_KEY: signature.FORMAT,
+        signature.SPACES_KEY: json.dumps(spaces_to_data(agent.obs_space, agent.action_space)),
+        signature.VERSION_KEY: entityrl.__version__,
+        signature.ENV_KEY: json.dumps(
+            {"id": agent.config.env.id, "kwargs": dict(agent.config.env.kwargs)}
+        ),
+    }
+    onnx.helper.set_model_props(model, metadata)
+    model.doc_string = f"entityrl policy for {agent.config.env.id}, trained {agent.step:,} steps"
+    return model.SerializeToString()
+
+
+__all__ = ["ExportError", "export_bytes", "export_onnx", "one_observation_policy"]

@@ -1,0 +1,202 @@
+"""Run an exported policy with onnxruntime: Observations in, the environment's Actions out.
+
+numpy and onnxruntime only: no torch, no training code. The observation is turned into the
+model's inputs by the same :class:`~entityrl.env.Batcher` the trainer's environments use, and
+the chosen indices back into actions naming entity ids, so the policy sees exactly what it was
+trained on.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from entityrl.env.batching import Batcher
+from entityrl.env.observation import Action, Observation
+from entityrl.env.space_data import spaces_from_data
+from entityrl.env.spaces import ActionSpace, GlobalCategoricalActionSpace
+from entityrl.env.validator import validate_observation
+from entityrl.env.vec_obs import VecCategoricalMask, VecObs, VecSelectEntityMask
+from entityrl.inference import signature
+from entityrl.ragged import RaggedArray
+
+
+class PolicyFileError(ValueError):
+    """A file is not a policy this runtime can run."""
+
+
+@dataclass
+class Decision:
+    """What the policy makes of one observation: per action, one row of probabilities per
+    actor (over the choices, or over the candidates of a select-entity action), and the
+    value."""
+
+    probs: dict[str, npt.NDArray[np.float32]]
+    value: float
+
+
+class OnnxPolicy:
+    """An exported policy in an onnxruntime session (see :func:`load`).
+
+    :meth:`act` samples each actor's action from the policy with the policy's own random
+    generator (:meth:`seed`), or with ``deterministic`` takes the most probable one.
+    """
+
+    def __init__(
+        self,
+        model: str | Path | bytes,
+        *,
+        deterministic: bool = False,
+        seed: int | None = None,
+        threads: int = 1,
+        check: bool = True,
+    ) -> None:
+        import onnxruntime as ort
+
+        if threads < 1:
+            raise ValueError(f"threads must be >= 1, got {threads}")
+        where = "the model" if isinstance(model, bytes) else str(model)
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.log_severity_level = 3  # warnings about unused initializers are noise here
+        source = model if isinstance(model, bytes) else str(model)
+        try:
+            self.session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+        except Exception as err:  # onnxruntime raises its own exception types
+            raise PolicyFileError(
+                f"{where}: not an ONNX model onnxruntime can load ({err})"
+            ) from None
+        meta = self.session.get_modelmeta().custom_metadata_map
+        if meta.get(signature.FORMAT_KEY) != signature.FORMAT:
+            raise PolicyFileError(
+                f"{where}: not an entityrl policy "
+                f"(expected metadata {signature.FORMAT_KEY}={signature.FORMAT!r}, got "
+                f"{meta.get(signature.FORMAT_KEY)!r}); export one with `entityrl export RUN_DIR`"
+            )
+        self.obs_space, self.action_space = spaces_from_data(json.loads(meta[signature.SPACES_KEY]))
+        self.env: dict[str, Any] = json.loads(meta.get(signature.ENV_KEY, "{}"))
+        self.version = meta.get(signature.VERSION_KEY, "")
+        self.deterministic = deterministic
+        self.check = check
+        self.batcher = Batcher(self.obs_space, self.action_space)
+        self.input_names = {i.name for i in self.session.get_inputs()}
+        self.output_names = [o.name for o in self.session.get_outputs()]
+        self.seed(seed)
+
+    def seed(self, seed: int | None) -> None:
+        """Make sampled actions reproducible (None: seed from the operating system)."""
+        self.rng = np.random.default_rng(seed)
+
+    # ------------------------------------------------------------------ one observation
+    def decide(self, obs: Observation) -> Decision:
+        """The action probabilities and value of ``obs``."""
+        return self._decide_rows(self._batch([obs]), 0)
+
+    def act(self, obs: Observation) -> dict[str, Action]:
+        """One action per actor, for every action the observation offers."""
+        return self.act_batch([obs])[0]
+
+    # ------------------------------------------------------------------ many observations
+    def act_batch(self, observations: Sequence[Observation]) -> list[dict[str, Action]]:
+        """:meth:`act` for each observation (batched conversions, one model call each)."""
+        batch = self._batch(observations)
+        chosen: dict[str, list[npt.NDArray[np.int64]]] = {n: [] for n in self.action_space}
+        for row in range(len(observations)):
+            for name, probs in self._decide_rows(batch, row).probs.items():
+                chosen[name].append(self._choose(probs))
+        ragged = {
+            name: RaggedArray(
+                np.concatenate(picks).reshape(-1, 1), batch.action_masks[name].actors.lengths
+            )
+            for name, picks in chosen.items()
+        }
+        return self.batcher.unbatch(ragged, observations)
+
+    # ------------------------------------------------------------------ internals
+    def _batch(self, observations: Sequence[Observation]) -> VecObs:
+        if self.check:
+            for obs in observations:
+                validate_observation(obs, self.obs_space, self.action_space, "observation")
+        return self.batcher.batch(observations)
+
+    def _decide_rows(self, batch: VecObs, row: int) -> Decision:
+        feeds = model_inputs(batch, row, self.action_space)
+        outputs = self.session.run(
+            self.output_names, {k: v for k, v in feeds.items() if k in self.input_names}
+        )
+        named = dict(zip(self.output_names, outputs, strict=True))
+        # A global action the observation does not offer still gets its row: drop it.
+        return Decision(
+            {
+                name: named[signature.probs_output(name)][: mask.actors.lengths[row]]
+                for name, mask in batch.action_masks.items()
+            },
+            float(named[signature.VALUE][0]),
+        )
+
+    def _choose(self, probs: npt.NDArray[np.float32]) -> npt.NDArray[np.int64]:
+        """Each row's most probable index, or one drawn from it."""
+        if probs.shape[0] == 0:
+            return np.zeros(0, dtype=np.int64)
+        if self.deterministic:
+            return probs.argmax(axis=1).astype(np.int64)
+        cumulative = np.cumsum(probs, axis=1, dtype=np.float64)
+        # In (0, total]: a choice of probability 0 adds no width, so it is never drawn.
+        draw = (1.0 - self.rng.random(probs.shape[0])) * cumulative[:, -1]
+        picks = (cumulative < draw[:, None]).sum(axis=1)
+        return np.minimum(picks, probs.shape[1] - 1).astype(np.int64)
+
+    def __repr__(self) -> str:
+        env = self.env.get("id", "an unknown environment")
+        return f"<OnnxPolicy for {env}, entityrl {self.version}>"
+
+
+def model_inputs(
+    batch: VecObs, row: int, action_space: Mapping[str, ActionSpace]
+) -> dict[str, npt.NDArray[Any]]:
+    """The model inputs (:mod:`entityrl.inference.signature`) of one row of ``batch``."""
+    feeds: dict[str, npt.NDArray[Any]] = {}
+    visible = []
+    for name, feats in batch.features.items():
+        lo, hi = feats.offsets[row], feats.offsets[row + 1]
+        feeds[signature.features_input(name)] = feats.data[lo:hi]
+        flags = batch.visible.get(name)
+        visible.append(np.ones(hi - lo, np.bool_) if flags is None else flags.data[lo:hi, 0])
+    if batch.global_features.shape[1]:
+        feeds[signature.GLOBAL_FEATURES] = batch.global_features[row]
+    feeds[signature.VISIBLE] = np.concatenate(visible) if visible else np.zeros(0, np.bool_)
+    for name, space in action_space.items():
+        mask = batch.action_masks[name]
+        actors = _row(mask.actors, row)[:, 0]
+        if isinstance(mask, VecSelectEntityMask):
+            actees = _row(mask.actees, row)[:, 0]
+            shape = (actors.shape[0], actees.shape[0])
+            legal = np.ones(shape, np.bool_) if mask.mask is None else _row(mask.mask, row)
+            feeds[signature.actors_input(name)] = actors
+            feeds[signature.actees_input(name)] = actees
+            feeds[signature.mask_input(name)] = legal.reshape(shape)
+            continue
+        assert isinstance(mask, VecCategoricalMask)
+        shape = (actors.shape[0], len(space))  # type: ignore[arg-type]
+        legal = np.ones(shape, np.bool_) if mask.mask is None else _row(mask.mask, row)
+        if isinstance(space, GlobalCategoricalActionSpace):
+            # The model decides for the whole observation whether or not it is asked to.
+            feeds[signature.mask_input(name)] = (
+                legal if shape[0] else np.ones((1, shape[1]), np.bool_)
+            )
+        else:
+            feeds[signature.actors_input(name)] = actors
+            feeds[signature.mask_input(name)] = legal
+    return feeds
+
+
+def _row(array: RaggedArray, row: int) -> npt.NDArray[Any]:
+    return array.data[array.offsets[row] : array.offsets[row + 1]]

@@ -1,0 +1,157 @@
+"""Crafter as an entity world: what the player's local view shows, as entities.
+
+Crafter's player sees a 9 x 7 window of the world around it (the pixels of its own
+observation). Here that window is read from the world's state instead of rendered:
+
+* every material cell other than grass (the background) is an entity of that material's type
+  (water, stone, path, sand, tree, lava, coal, iron, diamond, table, furnace) with its position
+  relative to the player (``right``, ``down``);
+* every creature and object in the window (zombie, skeleton, cow, plant, arrow) is an entity
+  with its relative position, its health and, for a plant, whether it is ripe;
+* globals: the inventory (health, food, drink, energy and the 12 items), the direction the
+  player faces, whether it sleeps, and the daylight.
+
+Actions: Crafter's 17, one global choice. Each episode reports ``achievement/<name>`` (1 if
+unlocked) for Crafter's 22 achievements; :func:`crafter_score` turns their success rates into
+the score of the Crafter paper. ``crafter:<anything>`` names it in the registry (the id is
+ignored; ``crafter:default``); constructor arguments go to ``crafter.Env`` (``length``,
+``area``...).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import crafter
+import numpy as np
+import numpy.typing as npt
+from crafter import constants, objects
+
+from entityrl.env import (
+    Action,
+    Entity,
+    Environment,
+    GlobalCategoricalAction,
+    GlobalCategoricalActionMask,
+    GlobalCategoricalActionSpace,
+    Observation,
+    ObsSpace,
+)
+
+VIEW = (9, 7)  # the local view of Crafter's default 9 x 9 observation (2 rows hold items)
+MATERIALS = [m for m in constants.materials if m != "grass"]
+CREATURES = {"Zombie": objects.Zombie, "Skeleton": objects.Skeleton, "Cow": objects.Cow}
+POSITION = ["right", "down"]
+ITEMS = list(constants.items)
+GLOBAL_FEATURES = [*ITEMS, "facing_x", "facing_y", "sleeping", "daylight"]
+ACHIEVEMENTS = list(constants.achievements)
+
+
+def check_id(env_id: str) -> None:
+    """Crafter has one world; any id names it."""
+
+
+class _Headless(crafter.Env):  # type: ignore[misc]
+    """Crafter without drawing its pixel observation on every step (2/3 of a step's time);
+    the entities are read from the world."""
+
+    def _obs(self) -> None:
+        return None
+
+
+def crafter_score(success_rates: Mapping[str, float] | Iterable[float]) -> float:
+    """The Crafter paper's score: the geometric mean of ``1 + success rate`` (in percent) over
+    the achievements, minus one. Rates are fractions in [0, 1]."""
+    rates = np.array(
+        list(success_rates.values() if isinstance(success_rates, Mapping) else success_rates)
+    )
+    return float(np.exp(np.mean(np.log(1 + 100 * rates))) - 1)
+
+
+class CrafterEnvironment(Environment):
+    """One Crafter world (``env_kwargs`` go to ``crafter.Env``)."""
+
+    def __init__(self, env_id: str = "default", **env_kwargs: Any) -> None:
+        self.env_kwargs = env_kwargs
+        self.env: crafter.Env | None = None
+
+    def obs_space(self) -> ObsSpace:
+        entities = {m: Entity(POSITION) for m in MATERIALS}
+        entities |= {name: Entity([*POSITION, "health"]) for name in CREATURES}
+        entities["Plant"] = Entity([*POSITION, "health", "ripe"])
+        entities["Arrow"] = Entity([*POSITION, "facing_x", "facing_y"])
+        return ObsSpace(entities=entities, global_features=GLOBAL_FEATURES)
+
+    def action_space(self) -> dict[str, GlobalCategoricalActionSpace]:
+        return {"action": GlobalCategoricalActionSpace(constants.actions)}
+
+    def reset(self) -> Observation:
+        # Built here, seeded from this environment's generator: Crafter seeds at construction.
+        seed = int(self.rng.integers(2**31 - 1))
+        self.env = _Headless(seed=seed, **self.env_kwargs)
+        self.env.reset()
+        return self._observe()
+
+    def act(self, actions: Mapping[str, Action]) -> Observation:
+        assert self.env is not None
+        action = actions["action"]
+        assert isinstance(action, GlobalCategoricalAction)
+        _, reward, done, info = self.env.step(action.index)
+        metrics = {}
+        if done:
+            metrics = {f"achievement/{k}": float(v > 0) for k, v in info["achievements"].items()}
+        return self._observe(
+            reward=float(reward),
+            done=bool(done),
+            # Crafter's discount is 0 when the player died, 1 when the time limit ended it.
+            truncated=bool(done and info["discount"] == 1),
+            metrics=metrics,
+        )
+
+    def _observe(self, **step: Any) -> Observation:
+        assert self.env is not None
+        world, player = self.env._world, self.env._player
+        low = np.array(player.pos) - np.array(VIEW) // 2
+        x0, y0 = np.maximum(low, 0)
+        x1, y1 = np.minimum(low + VIEW, world.area)
+        materials = world._mat_map[x0:x1, y0:y1]
+        features: dict[str, npt.NDArray[np.float32]] = {}
+        for name in MATERIALS:
+            xs, ys = np.nonzero(materials == world._mat_ids[name])
+            if xs.size:
+                features[name] = np.stack([xs + x0 - player.pos[0], ys + y0 - player.pos[1]], 1)
+        rows: dict[str, list[list[float]]] = {}
+        for obj_id in np.unique(world._obj_map[x0:x1, y0:y1]):
+            obj = world._objects[obj_id] if obj_id else None
+            if obj is None or obj is player:
+                continue
+            right, down = (obj.pos - player.pos).tolist()
+            name = type(obj).__name__
+            if name == "Plant":
+                rows.setdefault(name, []).append([right, down, obj.health, float(obj.ripe)])
+            elif name == "Arrow":
+                rows.setdefault(name, []).append([right, down, *obj.facing])
+            elif name in CREATURES:
+                rows.setdefault(name, []).append([right, down, obj.health])
+        features |= {name: np.array(values, dtype=np.float32) for name, values in rows.items()}
+        inventory = [player.inventory[item] for item in ITEMS]
+        return Observation(
+            features=features,
+            global_features=np.array(
+                [*inventory, *player.facing, float(player.sleeping), world.daylight],
+                dtype=np.float32,
+            ),
+            actions={"action": GlobalCategoricalActionMask()},
+            **step,
+        )
+
+    def render(self) -> str:
+        assert self.env is not None
+        player = self.env._player
+        held = ", ".join(f"{k} {v}" for k, v in player.inventory.items() if v)
+        return f"Crafter step {self.env._step}: player at {tuple(player.pos)}; {held}"
+
+
+ADAPTER = CrafterEnvironment
+"""What ``crafter:<id>`` names in entityrl's registry."""

@@ -1,0 +1,386 @@
+"""Gymnasium, both ways.
+
+* :class:`GymnasiumEnvironment`: any Gymnasium environment as an entityrl
+  :class:`~entityrl.env.Environment` (``entityrl train gymnasium:CartPole-v1``);
+  :class:`GymnasiumVecEnv`: a Gymnasium vector environment as an entityrl
+  :class:`~entityrl.env.VecEnv`. Spaces translate by the rule of
+  :mod:`entityrl.interop.gym_spaces`; ``terminated`` and ``truncated`` stay apart (a truncated
+  episode is bootstrapped from its last observation's value).
+* :class:`EntityGymnasiumEnv`: any entityrl environment as a Gymnasium environment, entities
+  padded to a declared maximum per type with a presence mask, so Gymnasium-speaking trainers
+  (Stable-Baselines3, CleanRL) can run entityrl's worlds.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import gymnasium
+import numpy as np
+import numpy.typing as npt
+from gymnasium import spaces
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import concatenate, create_empty_array
+
+from entityrl.env import (
+    Action,
+    Batcher,
+    CategoricalActionSpace,
+    Environment,
+    EpisodeTracker,
+    GlobalCategoricalAction,
+    GlobalCategoricalActionMask,
+    GlobalCategoricalActionSpace,
+    Observation,
+    ObsSpace,
+    VecCategoricalMask,
+    VecEnv,
+    VecObs,
+)
+from entityrl.env.vec_env import check_actions
+from entityrl.interop.gym_spaces import ActionRule, ObservationRule, UnsupportedSpaceError
+from entityrl.ragged import RaggedArray
+
+
+def check_id(env_id: str) -> None:
+    """Raise KeyError (with close matches) if Gymnasium has no environment ``env_id``."""
+    if env_id not in gymnasium.registry:
+        close = difflib.get_close_matches(env_id, list(gymnasium.registry), n=3, cutoff=0.6)
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        raise KeyError(f"Gymnasium has no environment {env_id!r}.{hint}")
+
+
+class GymnasiumEnvironment(Environment):
+    """One Gymnasium environment, made from its id (with ``make_kwargs``) or given built.
+
+    ``entities`` names top-level Dict observation keys that hold a set of entities (key ->
+    the key of its presence mask, or None), ``ignore`` keys to drop; see
+    :mod:`entityrl.interop.gym_spaces` for the whole rule.
+    """
+
+    def __init__(
+        self,
+        env_id: str | gymnasium.Env[Any, Any],
+        entities: Mapping[str, str | None] | None = None,
+        ignore: Sequence[str] = (),
+        **make_kwargs: Any,
+    ) -> None:
+        if isinstance(env_id, str):
+            check_id(env_id)
+            self.env = gymnasium.make(env_id, **make_kwargs)
+        else:
+            self.env = env_id
+        name = self.env.spec.id if self.env.spec else type(self.env.unwrapped).__name__
+        self.observation_rule = ObservationRule(
+            self.env.observation_space, entities, ignore, env_name=name
+        )
+        self.action_rule = ActionRule(self.env.action_space, env_name=name)
+        self._seed: int | None = None
+        self._last = np.zeros(len(self.observation_rule.obs_space.global_features), np.float32)
+
+    def obs_space(self) -> ObsSpace:
+        return self.observation_rule.obs_space
+
+    def action_space(self) -> dict[str, GlobalCategoricalActionSpace]:
+        return self.action_rule.action_space
+
+    def seed(self, seed: int) -> None:
+        super().seed(seed)
+        self._seed = seed  # Gymnasium seeds at the next reset
+
+    def reset(self) -> Observation:
+        obs, _ = self.env.reset(seed=self._seed)
+        self._seed = None
+        return self._observe(obs)
+
+    def render(self) -> str:
+        """The latest observation's features, by name."""
+        names = self.observation_rule.obs_space.global_features
+        return "  ".join(f"{n}={v:.3g}" for n, v in zip(names, self._last, strict=True))
+
+    def act(self, actions: Mapping[str, Action]) -> Observation:
+        choices = np.array(
+            [[_choice(actions[name]) for name in self.action_rule.action_space]], dtype=np.int64
+        )
+        obs, reward, terminated, truncated, _ = self.env.step(self.action_rule.decode(choices)[0])
+        # Both flags: the task ended, so nothing is bootstrapped.
+        return self._observe(
+            obs,
+            reward=float(reward),  # type: ignore[arg-type]
+            done=bool(terminated or truncated),
+            truncated=bool(truncated and not terminated),
+        )
+
+    def _observe(self, obs: Any, **step: Any) -> Observation:
+        rule = self.observation_rule
+        self._last = rule.global_features(obs, 1)[0]
+        return Observation(
+            features={name: rows.data for name, rows in rule.entities(obs, 1).items()},
+            global_features=self._last,
+            actions={name: GlobalCategoricalActionMask() for name in self.action_rule.action_space},
+            **step,
+        )
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def _choice(action: Action) -> int:
+    if not isinstance(action, GlobalCategoricalAction):
+        raise TypeError(f"expected a GlobalCategoricalAction, got {type(action).__name__}")
+    return action.index
+
+
+class GymnasiumVecEnv(VecEnv):
+    """A Gymnasium vector environment (every copy stepped by Gymnasium) as an entityrl VecEnv.
+
+    The vector environment must reset ended episodes in the same step
+    (``vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP}``), as entityrl's batches do:
+    ``gymnasium.make_vec(id, n, vectorization_mode="sync", vector_kwargs=...)``. ``seed``
+    seeds the first reset. ``entities``/``ignore`` as in :class:`GymnasiumEnvironment`.
+    """
+
+    def __init__(
+        self,
+        env: VectorEnv[Any, Any, Any],
+        seed: int | None = None,
+        entities: Mapping[str, str | None] | None = None,
+        ignore: Sequence[str] = (),
+    ) -> None:
+        mode = env.metadata.get("autoreset_mode")
+        name = env.spec.id if env.spec else type(env).__name__
+        if mode != AutoresetMode.SAME_STEP:
+            raise ValueError(
+                f"{name}: expected a vector environment with autoreset_mode SAME_STEP (make it "
+                "with vector_kwargs={'autoreset_mode': AutoresetMode.SAME_STEP}), got "
+                f"{mode}"
+            )
+        self.env = env
+        self.num_envs = env.num_envs
+        self.seed = seed
+        self.observation_rule = ObservationRule(
+            env.single_observation_space, entities, ignore, env_name=name
+        )
+        self.action_rule = ActionRule(env.single_action_space, env_name=name)
+        self.obs_space = self.observation_rule.obs_space
+        self.action_space = dict(self.action_rule.action_space)
+        self.episodes = EpisodeTracker(self.num_envs)
+        self._last: VecObs | None = None
+
+    def reset(self) -> VecObs:
+        obs, _ = self.env.reset(seed=self.seed)
+        self.episodes.reset()
+        self._last = self._batch(
+            obs, self.num_envs, np.zeros(self.num_envs, np.float32), np.zeros(self.num_envs, bool)
+        )
+        return self._last
+
+    def act(self, actions: Mapping[str, RaggedArray]) -> VecObs:
+        if self._last is None:
+            raise RuntimeError("call reset() before act()")
+        check_actions(actions, self._last, self.action_space)
+        choices = np.concatenate([actions[name].data for name in self.action_space], axis=1)
+        obs, reward, terminated, truncated, info = self.env.step(self.action_rule.decode(choices))
+        done = np.logical_or(terminated, truncated)
+        reward = np.asarray(reward, dtype=np.float32)
+        batch = self._batch(obs, self.num_envs, reward, done)
+        batch.metrics = self.episodes.step(reward, done)
+        cut_off = np.logical_and(truncated, np.logical_not(terminated))
+        if cut_off.any():
+            rows = np.flatnonzero(cut_off)
+            space = self.env.single_observation_space
+            finals = concatenate(
+                space, [info["final_obs"][i] for i in rows], create_empty_array(space, rows.size)
+            )
+            batch.truncated = cut_off
+            batch.final = self._batch(
+                finals, rows.size, np.zeros(rows.size, np.float32), np.ones(rows.size, bool)
+            )
+        self._last = batch
+        return batch
+
+    def _batch(
+        self, obs: Any, rows: int, reward: npt.NDArray[np.float32], done: npt.NDArray[np.bool_]
+    ) -> VecObs:
+        features = self.observation_rule.entities(obs, rows)
+        entity_count = sum((f.lengths for f in features.values()), np.zeros(rows, np.int64))
+        # A global action is taken by the row's pseudo-entity, whose index is the entity count.
+        global_actor = VecCategoricalMask(
+            RaggedArray(entity_count.reshape(-1, 1), np.ones(rows, dtype=np.int64))
+        )
+        return VecObs(
+            features=features,
+            global_features=self.observation_rule.global_features(obs, rows),
+            action_masks=dict.fromkeys(self.action_space, global_actor),
+            reward=reward,
+            done=done,
+        )
+
+    def close(self) -> None:
+        self.env.close()
+
+
+class EntityGymnasiumEnv(gymnasium.Env[dict[str, Any], Any]):
+    """An entityrl environment as a Gymnasium environment.
+
+    Observation: a Dict with, per entity type ``T``, ``T`` (a Box of ``max_entities[T]`` rows,
+    zero past the entities present) and ``T_mask`` (MultiBinary: which rows are present), and
+    ``global`` (the global features, when there are any). Actions: a global categorical action
+    is a Discrete; a categorical action taken by entities is a MultiDiscrete with one choice per
+    entity row (all types' rows in order; rows that do not act this step are ignored). When an
+    action has masks, ``<action>_mask`` (MultiBinary (rows, choices), or (choices,) for a
+    global action) marks the legal choices for masking trainers, and an illegal choice is
+    replaced by the first legal one. Select-entity actions have no counterpart here yet and are
+    refused.
+    """
+
+    metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 (Gymnasium's convention)
+
+    def __init__(self, env: Environment, max_entities: int | Mapping[str, int]) -> None:
+        self.env = env
+        space = env.obs_space()
+        self.name = type(env).__name__
+        self.entity_types = space.entity_names
+        limits = (
+            dict(max_entities)
+            if isinstance(max_entities, Mapping)
+            else dict.fromkeys(self.entity_types, max_entities)
+        )
+        missing = [t for t in self.entity_types if t not in limits]
+        if missing:
+            raise ValueError(f"{self.name}: max_entities has no limit for entity types {missing}")
+        self.max_entities = {t: int(limits[t]) for t in self.entity_types}
+        self.offsets = dict(
+            zip(self.entity_types, np.cumsum([0, *self.max_entities.values()])[:-1], strict=True)
+        )
+        self.slots = sum(self.max_entities.values())
+        self.env_actions = dict(env.action_space())
+        observation: dict[str, spaces.Space[Any]] = {}
+        for name, entity in space.entities.items():
+            rows = (self.max_entities[name], len(entity.features))
+            observation[name] = spaces.Box(-np.inf, np.inf, rows, np.float32)
+            observation[f"{name}_mask"] = spaces.MultiBinary(self.max_entities[name])
+        if space.global_features:
+            observation["global"] = spaces.Box(
+                -np.inf, np.inf, (len(space.global_features),), np.float32
+            )
+        action: dict[str, spaces.Space[Any]] = {}
+        for name, action_space in self.env_actions.items():
+            if isinstance(action_space, GlobalCategoricalActionSpace):
+                action[name] = spaces.Discrete(len(action_space))
+                observation[f"{name}_mask"] = spaces.MultiBinary(len(action_space))
+            elif isinstance(action_space, CategoricalActionSpace):
+                action[name] = spaces.MultiDiscrete([len(action_space)] * self.slots)
+                observation[f"{name}_mask"] = spaces.MultiBinary((self.slots, len(action_space)))
+            else:
+                raise UnsupportedSpaceError(
+                    f"{self.name}: action {name!r}: {type(action_space).__name__} has no "
+                    "Gymnasium counterpart in this wrapper yet (global categorical and "
+                    "categorical actions do)"
+                )
+        self.observation_space = spaces.Dict(observation)
+        self.action_space = spaces.Dict(action) if len(action) > 1 else next(iter(action.values()))
+        self.batcher = Batcher(space, self.env_actions)
+        self._obs: Observation | None = None
+        self._batch: VecObs | None = None
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        super().reset(seed=seed)
+        if seed is not None:
+            self.env.seed(seed)
+        return self._observe(self.env.reset()), {}
+
+    def step(self, action: Any) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
+        if self._obs is None or self._batch is None:
+            raise RuntimeError(f"{self.name}: call reset() before step()")
+        chosen = action if isinstance(action, Mapping) else {next(iter(self.env_actions)): action}
+        per_row = {
+            name: self._choices(name, np.asarray(chosen[name]).reshape(-1))
+            for name in self.env_actions
+        }
+        (actions,) = self.batcher.unbatch(per_row, [self._obs])
+        obs = self.env.act(actions)
+        truncated = bool(obs.truncated)
+        metrics = dict(obs.metrics)
+        terminated = bool(obs.done) and not truncated
+        return self._observe(obs), float(obs.reward), terminated, truncated, metrics
+
+    def _choices(self, name: str, values: npt.NDArray[np.int64]) -> RaggedArray:
+        """The choice of every actor of action ``name`` this step, read from the padded slots."""
+        assert self._batch is not None
+        mask = self._batch.action_masks[name]
+        assert isinstance(mask, VecCategoricalMask)
+        actors = mask.actors.data[:, 0]
+        if isinstance(self.env_actions[name], GlobalCategoricalActionSpace):
+            picked = np.repeat(values[:1], actors.size)
+        else:
+            picked = values[self._slot_of(actors)]
+        if mask.mask is not None:
+            legal = mask.mask.data
+            illegal = ~legal[np.arange(picked.size), picked]
+            picked[illegal] = legal[illegal].argmax(axis=1)
+        return RaggedArray(picked.astype(np.int64).reshape(-1, 1), mask.actors.lengths)
+
+    def _slot_of(self, entity_index: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """The padded slot of each entity (entities indexed in the row, types in order)."""
+        assert self._batch is not None
+        counts = np.array([self._batch.features[t].lengths[0] for t in self.entity_types])
+        starts = np.cumsum([0, *counts])[:-1]
+        type_index = np.searchsorted(starts, entity_index, side="right") - 1
+        offsets = np.array(list(self.offsets.values()), dtype=np.int64)
+        return offsets[type_index] + entity_index - starts[type_index]
+
+    def _observe(self, obs: Observation) -> dict[str, Any]:
+        self._obs = obs
+        batch = self._batch = self.batcher.batch([obs])
+        out: dict[str, Any] = {}
+        for name in self.entity_types:
+            rows = batch.features[name].data
+            limit = self.max_entities[name]
+            if rows.shape[0] > limit:
+                raise ValueError(
+                    f"{self.name}: {rows.shape[0]} entities of type {name!r} in one "
+                    f"observation, more than max_entities={limit}"
+                )
+            padded = np.zeros((limit, rows.shape[1]), dtype=np.float32)
+            padded[: rows.shape[0]] = rows
+            present = np.zeros(limit, dtype=np.int8)
+            present[: rows.shape[0]] = 1
+            out[name], out[f"{name}_mask"] = padded, present
+        if batch.global_features.shape[1]:
+            out["global"] = batch.global_features[0]
+        for name, space in self.env_actions.items():
+            out[f"{name}_mask"] = self._legal(name, len(space))  # type: ignore[arg-type]
+        return out
+
+    def _legal(self, name: str, choices: int) -> npt.NDArray[np.int8]:
+        assert self._batch is not None
+        mask = self._batch.action_masks[name]
+        actors = mask.actors.data[:, 0]
+        legal = (
+            np.ones((actors.size, choices), dtype=np.bool_) if mask.mask is None else mask.mask.data
+        )
+        if isinstance(self.env_actions[name], GlobalCategoricalActionSpace):
+            return (legal[0] if actors.size else np.ones(choices, np.bool_)).astype(np.int8)
+        out = np.zeros((self.slots, choices), dtype=np.int8)
+        out[self._slot_of(actors)] = legal
+        return out
+
+    def close(self) -> None:
+        self.env.close()
+
+
+__all__ = [
+    "EntityGymnasiumEnv",
+    "GymnasiumEnvironment",
+    "GymnasiumVecEnv",
+    "UnsupportedSpaceError",
+    "check_id",
+]
+
+ADAPTER = GymnasiumEnvironment
+"""What ``gymnasium:<id>`` names in entityrl's registry."""

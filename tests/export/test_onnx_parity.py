@@ -1,0 +1,162 @@
+"""Exported models decide as the torch policy does: every built-in environment's spaces,
+random observations with 0 to many entities per type, and every network option that exports."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import numpy as np
+import pytest
+from env.strategies import observations, spaces
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from torch_reference import torch_decision, untrained_agent
+
+from entityrl.env import (
+    CategoricalActionSpace,
+    Entity,
+    Environment,
+    GlobalCategoricalActionSpace,
+    ObsSpace,
+    SelectEntityActionSpace,
+)
+from entityrl.envs import REGISTRY, make, make_vec
+from entityrl.export import export_bytes
+from entityrl.inference import OnnxPolicy
+from entityrl.nn.embedding import TranslationConfig
+from entityrl.nn.relpos import RelposConfig
+from entityrl.training.agent import Agent
+from entityrl.training.config import CONFIG_DIR, load_config
+
+pytest.importorskip("onnxruntime", reason="exporting needs the 'export' extra")
+
+TOLERANCE = 1e-5
+
+
+def assert_same_decisions(agent, policy: OnnxPolicy, observations_) -> None:
+    for obs in observations_:
+        want_probs, want_value = torch_decision(agent, obs)
+        got = policy.decide(obs)
+        assert got.value == pytest.approx(want_value, abs=TOLERANCE)
+        for name, want in want_probs.items():
+            np.testing.assert_allclose(got.probs[name], want, atol=TOLERANCE, rtol=0)
+
+
+@functools.cache
+def builtin_agent(name: str) -> tuple[Agent, OnnxPolicy]:
+    vec = make_vec(name, 1, seed=0)
+    agent = untrained_agent(vec.obs_space, vec.action_space, env_id=name)
+    vec.close()
+    return agent, OnnxPolicy(export_bytes(agent))
+
+
+@pytest.mark.parametrize("name", sorted(REGISTRY))
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_every_builtin_environment_exports_and_decides_as_torch(name: str, data) -> None:
+    agent, policy = builtin_agent(name)
+    drawn = data.draw(st.lists(observations(agent.obs_space, agent.action_space), max_size=3))
+    assert_same_decisions(agent, policy, drawn)
+
+
+@pytest.mark.parametrize(
+    "name", sorted(n for n, cls in REGISTRY.items() if issubclass(cls, Environment))
+)
+def test_real_observations_decide_as_torch(name: str) -> None:
+    agent, policy = builtin_agent(name)
+    env = make(name)
+    found = []
+    for seed in range(3):
+        env.seed(seed)
+        found.append(env.reset())
+    assert_same_decisions(agent, policy, found)
+
+
+NET_OPTIONS = [
+    {"n_layer": 0},
+    {"n_layer": 1, "n_head": 4},
+    {"pooling": "mean"},
+    {"pooling": "max"},
+    {"pooling": "meanmax"},
+    {"separate_value": True},
+]
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spaces(), st.sampled_from(NET_OPTIONS), st.data())
+def test_random_spaces_and_network_options_decide_as_torch(space, options, data) -> None:
+    agent = untrained_agent(*space, **options)
+    policy = OnnxPolicy(export_bytes(agent))
+    drawn = data.draw(st.lists(observations(*space), min_size=4, max_size=4))
+    assert_same_decisions(agent, policy, drawn)
+
+
+@pytest.mark.parametrize("rotation", [None, "angle"])
+def test_translation_is_exported(rotation) -> None:
+    obs_space = ObsSpace(
+        {
+            "Ship": Entity(["x", "y", "angle"]),
+            "Rock": Entity(["x", "y", "size"]),
+            "Beacon": Entity(["strength"]),
+        },
+        global_features=["time"],
+    )
+    actions = {"Steer": CategoricalActionSpace(["left", "right", "none"])}
+    translation = TranslationConfig("Ship", ["x", "y"], rotation)
+    agent = untrained_agent(obs_space, actions, translation=translation)
+    policy = OnnxPolicy(export_bytes(agent))
+    check = settings(max_examples=12, deadline=None)(
+        given(observations(obs_space, actions))(
+            lambda obs: assert_same_decisions(agent, policy, [obs])
+        )
+    )
+    check()
+
+
+RELPOS_SPACE = (
+    ObsSpace(
+        {"Unit": Entity(["x", "y", "hp"]), "Wall": Entity(["x", "y"]), "Flag": Entity([])},
+        global_features=["time"],
+    ),
+    {
+        "move": CategoricalActionSpace(["left", "right", "up", "down"]),
+        "target": SelectEntityActionSpace(),
+        "mode": GlobalCategoricalActionSpace(["calm", "bold"]),
+    },
+)
+
+
+@pytest.mark.parametrize("per_entity_values", [False, True])
+@pytest.mark.parametrize("scale", [1.0, 0.5])
+def test_relative_positions_are_exported(per_entity_values: bool, scale: float) -> None:
+    relpos = RelposConfig(["x", "y"], [2, 1], scale, per_entity_values)
+    agent = untrained_agent(*RELPOS_SPACE, relpos=relpos, n_head=4)
+    policy = OnnxPolicy(export_bytes(agent))
+    check = settings(max_examples=15, deadline=None)(
+        given(observations(*RELPOS_SPACE))(lambda obs: assert_same_decisions(agent, policy, [obs]))
+    )
+    check()
+
+
+@pytest.mark.parametrize("config_file", sorted(CONFIG_DIR.glob("*.yaml")), ids=lambda p: p.stem)
+def test_every_shipped_config_exports_and_decides_as_torch(config_file: Path) -> None:
+    """The networks the shipped configs train (relative positions, translation, widths)."""
+    config = load_config(config_file)
+    vec = make_vec(config.env.id, 1, seed=0, **config.env.kwargs)
+    agent = untrained_agent(vec.obs_space, vec.action_space, config.env.id, config=config.net)
+    vec.close()
+    policy = OnnxPolicy(export_bytes(agent))
+    found = []
+    if issubclass(REGISTRY[config.env.id], Environment):
+        env = make(config.env.id, **config.env.kwargs)
+        for seed in range(3):
+            env.seed(seed)
+            found.append(env.reset())
+    drawn = settings(max_examples=4, deadline=None)(
+        given(observations(agent.obs_space, agent.action_space))(
+            lambda obs: assert_same_decisions(agent, policy, [obs])
+        )
+    )
+    drawn()
+    assert_same_decisions(agent, policy, found)

@@ -1,0 +1,176 @@
+"""Gymnasium <-> entityrl adapters: the space rule, truncation, vector envs, the reverse wrapper."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+gymnasium = pytest.importorskip("gymnasium")
+
+from gymnasium import spaces  # noqa: E402
+from gymnasium.utils.env_checker import check_env  # noqa: E402
+from gymnasium.vector import AutoresetMode  # noqa: E402
+
+from entityrl.env import SerialVecEnv  # noqa: E402
+from entityrl.envs import make, make_vec  # noqa: E402
+from entityrl.envs.cherry_pick import CherryPick  # noqa: E402
+from entityrl.envs.multi_snake import MultiSnake  # noqa: E402
+from entityrl.envs.treasure_hunt import TreasureHunt  # noqa: E402
+from entityrl.interop.gym_spaces import (  # noqa: E402
+    ActionRule,
+    ObservationRule,
+    UnsupportedSpaceError,
+)
+from entityrl.interop.gymnasium import (  # noqa: E402
+    EntityGymnasiumEnv,
+    GymnasiumEnvironment,
+    GymnasiumVecEnv,
+)
+from entityrl.ragged import RaggedArray  # noqa: E402
+from entityrl.training.config import load_config  # noqa: E402
+
+MIXED = spaces.Dict(
+    {
+        "pos": spaces.Box(-1, 1, (2,)),
+        "kind": spaces.Discrete(3, start=1),
+        "dice": spaces.MultiDiscrete([2, 3]),
+        "flags": spaces.Tuple((spaces.MultiBinary(2),)),
+        "units": spaces.Box(0, 9, (4, 2)),
+        "units_present": spaces.MultiBinary(4),
+        "mission": spaces.Text(10),
+    }
+)
+MIXED_OBS = {
+    "pos": np.array([0.5, -0.5], np.float32),
+    "kind": 2,
+    "dice": np.array([1, 2]),
+    "flags": (np.array([1, 0], np.int8),),
+    "units": np.arange(8, dtype=np.float32).reshape(4, 2),
+    "units_present": np.array([1, 0, 1, 0], np.int8),
+    "mission": "go",
+}
+
+
+def test_rule_reads_leaves_into_global_features_and_entity_keys_into_entities() -> None:
+    rule = ObservationRule(MIXED, entities={"units": "units_present"}, ignore=["mission"])
+    # Keys in the Dict's (sorted) order.
+    assert rule.obs_space.global_features == (
+        "dice[0]=0", "dice[0]=1", "dice[1]=0", "dice[1]=1", "dice[1]=2",
+        "flags.0[0]", "flags.0[1]", "kind=1", "kind=2", "kind=3", "pos[0]", "pos[1]",
+    )  # fmt: skip
+    assert rule.obs_space.entities["units"].features == ("units[0]", "units[1]")
+    np.testing.assert_array_equal(
+        rule.global_features(MIXED_OBS, 1)[0], [0, 1, 0, 0, 1, 1, 0, 0, 1, 0, 0.5, -0.5]
+    )
+    units = rule.entities(MIXED_OBS, 1)["units"]
+    np.testing.assert_array_equal(units.data, [[0, 1], [4, 5]])
+
+
+def test_rule_refuses_what_it_cannot_express_naming_the_space() -> None:
+    with pytest.raises(UnsupportedSpaceError, match=r"'mission': Text spaces .*ignore="):
+        ObservationRule(MIXED, entities={"units": "units_present"})
+    with pytest.raises(UnsupportedSpaceError, match=r"'nope' does not exist"):
+        ObservationRule(MIXED, entities={"nope": None})
+    with pytest.raises(UnsupportedSpaceError, match=r"entity set must be a Box of shape"):
+        ObservationRule(MIXED, entities={"pos": None}, ignore=["mission"])
+    with pytest.raises(
+        UnsupportedSpaceError, match=r"Box \(continuous\) actions are not supported"
+    ):
+        ActionRule(spaces.Box(-1, 1, (2,)))
+    with pytest.raises(UnsupportedSpaceError, match=r"MultiBinary actions cannot be expressed"):
+        ActionRule(spaces.MultiBinary(3))
+
+
+def test_multi_discrete_actions_become_one_global_action_per_component() -> None:
+    rule = ActionRule(spaces.MultiDiscrete([[2, 3]], start=[[1, 0]]))
+    assert list(rule.action_space) == ["action[0]", "action[1]"]
+    assert rule.action_space["action[0]"].choices == ("1", "2")
+    np.testing.assert_array_equal(rule.decode(np.array([[1, 2]])), [[[2, 2]]])
+
+
+def test_cartpole_validates_and_reports_truncation_with_the_final_observation() -> None:
+    env = SerialVecEnv(
+        lambda: GymnasiumEnvironment("CartPole-v1", max_episode_steps=4), 3, seed=0, validate=True
+    )
+    obs = env.reset()
+    assert env.obs_space.global_features == ("obs[0]", "obs[1]", "obs[2]", "obs[3]")
+    right = {"action": RaggedArray(np.ones((3, 1), np.int64), np.ones(3, np.int64))}
+    for _ in range(4):
+        before = obs
+        obs = env.act(right)
+    assert obs.done.all() and obs.truncated is not None and obs.truncated.all()
+    assert obs.final is not None
+    # The final observation moved on from the one before it; the row itself shows a new episode.
+    assert not np.allclose(obs.final.global_features, before.global_features)
+    assert np.abs(obs.global_features).max() <= 0.05  # CartPole's reset range
+
+
+def test_vector_env_plays_the_same_episodes_as_single_envs() -> None:
+    vector = gymnasium.make_vec(
+        "CartPole-v1",
+        3,
+        vectorization_mode="sync",
+        vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
+    )
+    batched = GymnasiumVecEnv(vector, seed=5)
+    single = make_vec("gymnasium:CartPole-v1", 3, seed=5)
+    a, b = batched.reset(), single.reset()
+    rng = np.random.default_rng(0)
+    ended = 0
+    for _ in range(40):
+        np.testing.assert_allclose(a.global_features, b.global_features)
+        np.testing.assert_array_equal(a.done, b.done)
+        choice = rng.integers(0, 2, (3, 1))
+        action = {"action": RaggedArray(choice, np.ones(3, np.int64))}
+        a, b = batched.act(action), single.act(action)
+        ended += int(b.done.sum())
+    assert ended, "some episodes ended"
+
+
+def test_vector_env_must_reset_in_the_same_step() -> None:
+    with pytest.raises(ValueError, match="autoreset_mode SAME_STEP"):
+        GymnasiumVecEnv(gymnasium.make_vec("CartPole-v1", 2, vectorization_mode="sync"))
+
+
+def test_registry_names_gymnasium_ids_and_suggests_close_ones() -> None:
+    assert isinstance(make("gymnasium:CartPole-v1"), GymnasiumEnvironment)
+    with pytest.raises(KeyError, match="Did you mean CartPole-v1"):
+        make("gymnasium:CartPole-v2")
+    config = load_config("gymnasium:CartPole-v1")
+    assert config.env.id == "gymnasium:CartPole-v1"
+    assert config.target_return is not None  # the shipped config
+
+
+@pytest.mark.parametrize(
+    ("make_env", "limits"),
+    [
+        (TreasureHunt, 16),
+        (lambda: MultiSnake(num_snakes=2), {"SnakeHead": 2, "SnakeBody": 40, "Food": 4}),
+    ],
+)
+def test_entityrl_env_is_a_valid_gymnasium_env(make_env, limits) -> None:  # type: ignore[no-untyped-def]
+    env = EntityGymnasiumEnv(make_env(), limits)
+    check_env(env, skip_render_check=True)
+    obs, _ = env.reset(seed=1)
+    for _ in range(30):
+        obs, _reward, terminated, truncated, _ = env.step(env.action_space.sample())
+        assert env.observation_space.contains(obs)
+        if terminated or truncated:
+            obs, _ = env.reset()
+
+
+def test_reverse_wrapper_refuses_select_entity_actions_and_too_many_entities() -> None:
+    with pytest.raises(UnsupportedSpaceError, match="SelectEntityActionSpace has no Gymnasium"):
+        EntityGymnasiumEnv(CherryPick(), 32)
+    env = EntityGymnasiumEnv(TreasureHunt(), 1)
+    with pytest.raises(ValueError, match="more than max_entities=1"):
+        env.reset(seed=0)
+
+
+def test_stable_baselines3_trains_on_an_entityrl_env() -> None:
+    sb3 = pytest.importorskip("stable_baselines3")
+    env = EntityGymnasiumEnv(TreasureHunt(), 16)
+    model = sb3.PPO("MultiInputPolicy", env, n_steps=64, batch_size=32, n_epochs=1, seed=0)
+    model.learn(total_timesteps=128)
+    action, _ = model.predict(env.reset(seed=0)[0], deterministic=True)
+    assert env.action_space.contains(np.asarray(action).item())

@@ -1,0 +1,95 @@
+"""Serving web/ and driving it in the system's headless Chromium (playwright's Python
+package, pointed at Debian's chromium: no browser download)."""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+WEB = Path(__file__).resolve().parents[2] / "web"
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
+
+
+def chromium_path() -> str | None:
+    """$ENTITYRL_CHROMIUM, else chromium (or chromium-browser) on the PATH."""
+    given = os.environ.get("ENTITYRL_CHROMIUM")
+    if given:
+        return given
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def missing_requirements() -> str | None:
+    """Why the browser tests cannot run here, or None."""
+    if chromium_path() is None:
+        return "no Chromium: apt-get install chromium (or set ENTITYRL_CHROMIUM)"
+    if not (WEB / "node_modules" / "onnxruntime-web" / "dist").is_dir():
+        return "web/ has no onnxruntime-web: run `npm ci` in web/"
+    try:
+        import playwright  # noqa: F401
+    except ImportError:
+        return "no playwright: pip install 'entityrl[web]'"
+    return None
+
+
+class _Handler(SimpleHTTPRequestHandler):
+    """web/ at /, and the files of ``extra`` at /files/. Cross-origin isolated, so that the
+    page's clock is precise enough to time single decisions."""
+
+    extra: Path
+
+    def translate_path(self, path: str) -> str:
+        if path.startswith("/files/"):
+            return str(self.extra / path.removeprefix("/files/").split("?")[0])
+        return super().translate_path(path)
+
+    def end_headers(self) -> None:
+        self.send_header("Cross-Origin-Opener-Policy", "same-origin")
+        self.send_header("Cross-Origin-Embedder-Policy", "require-corp")
+        self.send_header("Cache-Control", "no-store")
+        super().end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@contextmanager
+def serve(extra: Path) -> Iterator[str]:
+    """Serve web/ (and ``extra`` at /files/) on a free local port; yields the base URL."""
+    handler = type("Handler", (_Handler,), {"extra": extra})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(WEB)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@contextmanager
+def browser_page() -> Iterator[object]:
+    """A page of a fresh headless Chromium."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=chromium_path(), args=CHROMIUM_FLAGS, headless=True
+        )
+        try:
+            page = browser.new_page(viewport={"width": 1100, "height": 900})
+            yield page
+        finally:
+            browser.close()

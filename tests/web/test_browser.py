@@ -1,0 +1,385 @@
+"""The browser page (web/) in headless Chromium: its policy decides as onnxruntime in Python
+does, its JavaScript rules step as the Python environments do, and the agent it runs plays as
+well as in Python. Skipped, with the reason, where Chromium, web/'s npm packages or playwright
+are missing."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from browser import browser_page, missing_requirements, serve
+from env.strategies import observations
+from export.torch_reference import untrained_agent
+from hypothesis import HealthCheck, given, settings
+
+from entityrl.env import (
+    Action,
+    CategoricalAction,
+    CategoricalActionSpace,
+    Entity,
+    GlobalCategoricalActionSpace,
+    Observation,
+    ObsSpace,
+    RandomPolicy,
+    SelectEntityAction,
+    SelectEntityActionSpace,
+)
+from entityrl.envs import CherryPick, MineSweeper, make_vec
+from entityrl.export import export_onnx
+from entityrl.export.replay import RecordingEnv, read_episodes
+from entityrl.inference import OnnxPolicy, load
+from entityrl.training import evaluate
+
+pytestmark = pytest.mark.skipif(
+    missing_requirements() is not None, reason=str(missing_requirements())
+)
+
+MINESWEEPER = {
+    "width": 4,
+    "height": 4,
+    "nmines": 2,
+    "nrobots": 1,
+    "orbital_cannon": True,
+    "cooldown_period": 2,
+    "max_steps": 30,
+}
+TOLERANCE = 1e-5
+EPISODES = 150  # of the evaluation in the page, and in Python
+
+
+# ---------------------------------------------------------------------------- JSON forms
+def to_json(value: Any) -> Any:
+    """Observations and actions as the page takes them: tuples and arrays become lists."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, Mapping):
+        return {str(k): to_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_json(v) for v in value]
+    if hasattr(value, "__dataclass_fields__"):
+        return {
+            k: to_json(getattr(value, k))
+            for k in value.__dataclass_fields__
+            if getattr(value, k) is not None
+        }
+    return value
+
+
+def observation_json(obs: Observation) -> dict[str, Any]:
+    data = to_json(obs)
+    data.pop("metrics", None)
+    return data
+
+
+def actions_json(actions: Mapping[str, Action]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, action in actions.items():
+        if isinstance(action, CategoricalAction):
+            out[name] = {"actors": to_json(action.actors), "indices": to_json(action.indices)}
+        elif isinstance(action, SelectEntityAction):
+            out[name] = {"actors": to_json(action.actors), "actees": to_json(action.actees)}
+        else:
+            out[name] = {"index": action.index, "label": action.label}
+    return out
+
+
+# ---------------------------------------------------------------------------- fixtures
+def sharpened(agent):
+    """The agent with its action heads' weights scaled up: a policy far from uniform, so that
+    feeding the wrong entity to the wrong place shows in the decisions and returns."""
+    with torch.no_grad():
+        for name, param in agent.net.named_parameters():
+            if name.startswith("heads.") and name.endswith("weight"):
+                param.mul_(40.0)
+    return agent
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Per environment, an untrained agent (``<env>.onnx``; for comparing decisions) and the
+    same with sharpened heads (``<env>_sharp.onnx``; for playing: its most probable actions
+    are far more probable than the next, so float rounding cannot swap them)."""
+    directory = tmp_path_factory.mktemp("models")
+    for name, env, kwargs in (
+        ("cherry_pick", CherryPick(), {}),
+        ("minesweeper", MineSweeper(**MINESWEEPER), MINESWEEPER),
+    ):
+        agent = untrained_agent(env.obs_space(), env.action_space(), env_id=type(env).__name__)
+        agent.config.env.kwargs = kwargs
+        export_onnx(agent, directory / f"{name}.onnx")
+        export_onnx(sharpened(agent), directory / f"{name}_sharp.onnx")
+    export_onnx(untrained_agent(*EVERY_KIND), directory / "every_kind.onnx")
+    return directory
+
+
+EVERY_KIND = (
+    ObsSpace({"A": Entity(["a0", "a1"]), "B": Entity([]), "C": Entity(["c0"])}, ["g0", "g1"]),
+    {
+        "move": CategoricalActionSpace(["left", "right", "stay"]),
+        "pick": SelectEntityActionSpace(),
+        "mode": GlobalCategoricalActionSpace(["calm", "bold"]),
+    },
+)
+
+
+@pytest.fixture(scope="module")
+def site(models: Path) -> Iterator[str]:
+    with serve(models) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def page(site: str) -> Iterator[Any]:
+    with browser_page() as page:
+        errors: list[str] = []
+        page.on("pageerror", lambda err: errors.append(str(err)))
+        page.goto(f"{site}/index.html")
+        page.wait_for_selector("body[data-ready=true]")
+        yield page
+        assert not errors, errors
+
+
+def use(page: Any, model: str) -> None:
+    page.evaluate("(url) => window.entityrl.usePolicy(url, url)", f"/files/{model}")
+
+
+def artifacts(tmp_path: Path) -> Path:
+    """Where screenshots go: $ENTITYRL_TEST_ARTIFACTS (CI keeps it), else the test's temp dir."""
+    directory = Path(os.environ.get("ENTITYRL_TEST_ARTIFACTS", tmp_path))
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory
+
+
+# ---------------------------------------------------------------------------- decisions
+def assert_page_decides_as_python(page: Any, policy: OnnxPolicy, obs: Observation) -> None:
+    got = page.evaluate(
+        """async (obs) => {
+            const d = await window.entityrl.decide(obs);
+            const probs = {};
+            for (const [name, a] of Object.entries(d.actions)) probs[name] = a.probs.map((r) => Array.from(r));
+            return { probs, value: d.value };
+        }""",
+        observation_json(obs),
+    )
+    want = policy.decide(obs)
+    assert got["value"] == pytest.approx(want.value, abs=TOLERANCE)
+    for name, probs in want.probs.items():
+        page_probs = np.array(got["probs"][name], dtype=np.float32).reshape(probs.shape)
+        np.testing.assert_allclose(page_probs, probs, atol=TOLERANCE, rtol=0)
+
+
+def test_the_page_decides_as_onnxruntime_in_python_on_environment_observations(
+    page, models
+) -> None:
+    for model, env in (
+        ("cherry_pick.onnx", CherryPick()),
+        ("minesweeper.onnx", MineSweeper(**MINESWEEPER)),
+    ):
+        use(page, model)
+        policy = load(models / model, deterministic=True)
+        env.seed(5)
+        obs = env.reset()
+        for _ in range(8):
+            assert_page_decides_as_python(page, policy, obs)
+            obs = env.reset() if obs.done else env.act(policy.act(obs))
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(obs=observations(*EVERY_KIND))
+def test_the_page_decides_as_onnxruntime_in_python_on_random_observations(
+    page, models, obs
+) -> None:
+    """Every kind of action, ids and types naming actors, hidden entities, global features."""
+    if page.evaluate("() => window.entityrl.current") != "every_kind.onnx":
+        use(page, "every_kind.onnx")
+        page.evaluate("() => { window.entityrl.current = 'every_kind.onnx'; }")
+    assert_page_decides_as_python(page, load(models / "every_kind.onnx"), obs)
+
+
+# ---------------------------------------------------------------------------- rules
+def compare_rules(page: Any, env_json: dict, state: dict, python_obs: list, actions: list) -> None:
+    """``python_obs``: the Python environment's observations in JSON form, taken as they came
+    (environments may reuse their lists for the next step)."""
+    page_obs = page.evaluate(
+        "([env, state, actions]) => window.entityrl.runRules(env, state, actions)",
+        [env_json, state, [actions_json(a) for a in actions]],
+    )
+    assert len(page_obs) == len(python_obs)
+    for got, want in zip(page_obs, python_obs, strict=True):
+        assert got["done"] == want["done"] and got["reward"] == pytest.approx(want["reward"])
+        assert got["actions"] == want["actions"]
+        assert got.get("ids", {}) == want.get("ids", {})
+        assert set(got["features"]) == set(want["features"])
+        for name, rows in want["features"].items():
+            np.testing.assert_allclose(
+                np.array(got["features"][name], dtype=np.float32).reshape(np.shape(rows)),
+                rows,
+                atol=1e-6,
+            )
+
+
+def test_the_pages_cherry_pick_rules_match_python(page) -> None:
+    rng = np.random.default_rng(0)
+    for seed in range(3):
+        env = CherryPick(num_cherries=10)
+        env.seed(seed)
+        obs = env.reset()
+        python_obs = [observation_json(obs)]
+        state = {"cherries": list(env.cherries), "steps": 0}
+        actions = []
+        while not obs.done:
+            left = len(env.cherries)
+            actions.append(
+                {
+                    "Pick Cherry": SelectEntityAction(
+                        [("Player", 0)], [("Cherry", int(rng.integers(left)))]
+                    )
+                }
+            )
+            obs = env.act(actions[-1])
+            python_obs.append(observation_json(obs))
+        compare_rules(
+            page, {"id": "CherryPick", "kwargs": {"num_cherries": 10}}, state, python_obs, actions
+        )
+
+
+def test_the_pages_minesweeper_rules_match_python(page) -> None:
+    rng = np.random.default_rng(1)
+    for seed in range(4):
+        env = MineSweeper(**MINESWEEPER)
+        env.seed(seed)
+        obs = env.reset()
+        python_obs = [observation_json(obs)]
+        state = to_json(
+            {
+                "mines": env.mines,
+                "robots": env.robots,
+                "cooldown": env.cooldown,
+                "orbital_cannon": True,
+            }
+        )
+        actions = []
+        while not obs.done:
+            robots = obs.entity_ids("Robot")
+            legal = np.array(obs.actions["Move"].mask, dtype=bool).reshape(len(robots), 5)
+            moves = [int(rng.choice(np.flatnonzero(row))) for row in legal]
+            step: dict[str, Action] = {
+                "Move": CategoricalAction(list(robots), np.array(moves, dtype=np.int64))
+            }
+            if obs.actions["Fire Orbital Cannon"].actor_types and rng.random() < 0.3:
+                targets = obs.named_entities(
+                    ["Mine", "Robot", "Orbital Cannon"], None, ["Mine", "Robot"]
+                )
+                step["Fire Orbital Cannon"] = SelectEntityAction(
+                    [("Orbital Cannon", 0)], [targets[int(rng.integers(len(targets)))]]
+                )
+            actions.append(step)
+            obs = env.act(step)
+            python_obs.append(observation_json(obs))
+        compare_rules(
+            page, {"id": "MineSweeper", "kwargs": MINESWEEPER}, state, python_obs, actions
+        )
+
+
+# ---------------------------------------------------------------------------- playing
+def python_returns(policy: OnnxPolicy, env: Any, seeds: range) -> list[float]:
+    """The return of an episode from each seed's reset."""
+    returns = []
+    for seed in seeds:
+        env.seed(seed)
+        obs = env.reset()
+        total = 0.0
+        while not obs.done:
+            obs = env.act(policy.act(obs))
+            total += obs.reward
+        returns.append(total)
+    return returns
+
+
+def test_the_agent_plays_the_same_episodes_in_the_page_and_in_python(page, models) -> None:
+    """Most probable actions from the same starts: the same returns, episode by episode."""
+    cases = {
+        "cherry_pick_sharp.onnx": (
+            CherryPick(),
+            lambda env: {"cherries": list(env.cherries), "steps": 0},
+            None,
+        ),
+        "minesweeper_sharp.onnx": (
+            MineSweeper(**MINESWEEPER),
+            lambda env: to_json(
+                {
+                    "mines": env.mines,
+                    "robots": env.robots,
+                    "cooldown": env.cooldown,
+                    "orbital_cannon": True,
+                }
+            ),
+            None,
+        ),
+    }
+    for model, (env, state_of, _) in cases.items():
+        use(page, model)
+        policy = load(models / model, deterministic=True)
+        states = []
+        for seed in range(12):
+            env.seed(seed)
+            env.reset()
+            states.append(state_of(env))
+        python = python_returns(policy, env, range(12))
+        in_page = page.evaluate(
+            "(states) => window.entityrl.playEpisodes({ episodes: states.length, deterministic: true, initialStates: states })",
+            states,
+        )
+        np.testing.assert_allclose(in_page, python, atol=1e-6)
+
+
+def test_the_pages_evaluation_matches_python_within_noise(page, models, tmp_path) -> None:
+    """The page's Evaluate button (its own random episodes and samples) against the Python
+    runtime's evaluation of the same agent; a screenshot of the page is kept."""
+    use(page, "cherry_pick_sharp.onnx")
+    page.fill("#episodes", str(EPISODES))
+    page.click("#evaluate")
+    page.wait_for_selector("body[data-mean-return]", timeout=120_000)
+    in_page = float(page.get_attribute("body", "data-mean-return"))
+    policy = load(models / "cherry_pick_sharp.onnx", seed=0)
+    python = np.array(python_returns(policy, CherryPick(), range(EPISODES)))
+    # The page's returns have the same spread; 4 standard errors of the difference.
+    tolerance = 4 * python.std() * np.sqrt(2 / EPISODES)
+    assert abs(in_page - python.mean()) < tolerance, (in_page, python.mean(), tolerance)
+    page.click("#step")
+    page.screenshot(path=str(artifacts(tmp_path) / "web-cherry-pick.png"))
+
+
+def test_the_replay_viewer_steps_through_recorded_episodes(page, tmp_path) -> None:
+    """Episodes of an environment the page has no rules for, recorded from Python."""
+    env = make_vec("TreasureHunt", 2, seed=0)
+    path = tmp_path / "episodes.jsonl"
+    with path.open("w") as out:
+        recording = RecordingEnv(env, out, {"id": "TreasureHunt", "kwargs": {}})
+        evaluate(RandomPolicy(env.action_space, seed=0), recording, episodes=4)
+    _, steps = read_episodes(path)
+    page.set_input_files("#replay-file", str(path))
+    page.wait_for_selector("#replay-where:has-text('TreasureHunt')")
+    where = page.text_content("#replay-where")
+    assert where.startswith("TreasureHunt: episode 0, step 0:")
+    page.click("#replay-next")
+    second = f"episode {steps[1]['episode']}, step {steps[1]['step']}:"
+    assert second in page.text_content("#replay-where")
+    page.evaluate("(i) => window.entityrl.replay.show(i)", len(steps) - 1)
+    last = steps[-1]
+    assert f"return {last['return']:.3f}" in page.text_content("#replay-where")
+    entities = sum(len(rows) for rows in last["observation"]["features"].values())
+    # One table row per entity, one per actor of each action, and the header.
+    actors = sum(len(chosen) for chosen in last["actions"].values())
+    assert page.locator("#replay-details tr").count() == 1 + entities + actors
+    page.locator("#replay").screenshot(path=str(artifacts(tmp_path) / "web-replay.png"))
