@@ -161,6 +161,11 @@ class StepChecks:
     # ------------------------------------------------------------------ whole batches
     def batch_problem(self, batch: VecObs) -> str:
         """What is wrong with ``batch`` by the vectorized checks, or '' if nothing."""
+        if batch.features.keys() != self._types:
+            return (
+                f"features: expected the entity types {sorted(self._types)}, "
+                f"got {sorted(batch.features)}"
+            )
         for name, features in batch.features.items():
             data = features.data
             if data.ndim != 2 or data.shape[1] != self._widths.get(name, -1):
@@ -195,14 +200,15 @@ class StepChecks:
             self.full_steps_left -= 1
             validate_vec_obs(batch, self.obs_space, self.action_space, self.env_name, rows=rows)
             return
-        problem = (
-            "VecObs."
-            + self.batch_problem(batch)
-            + ("" if batch.reward.shape == (rows,) else f" (reward shape {batch.reward.shape})")
-        )
-        if problem != "VecObs.":
+        try:
+            problem = self.batch_problem(batch)
+            if not problem and batch.reward.shape != (rows,):
+                problem = f"reward: expected shape ({rows},), got {batch.reward.shape}"
+        except BATCHING_ERRORS as err:  # not even arrays where arrays belong
+            problem = f"unreadable ({err!r})"
+        if problem:
             validate_vec_obs(batch, self.obs_space, self.action_space, self.env_name, rows=rows)
-            raise EnvValidationError(f"{self.env_name}: {problem}")
+            raise EnvValidationError(f"{self.env_name}: VecObs.{problem}")
 
     def _name(self, i: int) -> str:
         return f"{self.env_name} (environment {self.first_env + i})"
