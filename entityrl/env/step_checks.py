@@ -163,19 +163,19 @@ class StepChecks:
                     f"features[{name!r}]: expected {self._widths.get(name)} features per "
                     f"entity, got shape {data.shape}"
                 )
-            if not np.isfinite(data).all():
+            if not _all_finite(data):
                 return f"features[{name!r}]: {_first_non_finite(features.data, features.offsets)}"
         if batch.global_features.shape[1:] != (self._num_global,):
             return (
                 f"global_features: expected {self._num_global} per row, "
                 f"got shape {batch.global_features.shape}"
             )
-        if not np.isfinite(batch.global_features).all():
+        if not _all_finite(batch.global_features):
             row = int(np.flatnonzero(~np.isfinite(batch.global_features).all(axis=1))[0])
             return f"global_features: row {row}: expected finite numbers"
         if batch.done.dtype != np.bool_:
             return f"done: expected booleans, got dtype {batch.done.dtype}"
-        if not np.isfinite(batch.reward).all():
+        if not _all_finite(batch.reward):
             row = int(np.flatnonzero(~np.isfinite(batch.reward))[0])
             return f"reward: row {row}: expected a finite number, got {batch.reward[row]}"
         for key, values in batch.metrics.items():
@@ -224,6 +224,13 @@ def _ids_fit(obs: Observation) -> bool:
             return False
         total += len(ids)
     return len(set().union(*obs.ids.values())) == total
+
+
+def _all_finite(values: npt.NDArray[np.floating[Any]]) -> bool:
+    """Whether every value is finite. A sum is one pass without a temporary array, and NaN and
+    infinity carry through it; only when it is not finite (also when finite values overflow)
+    are the values looked at one by one."""
+    return bool(np.isfinite(values.sum())) or bool(np.isfinite(values).all())
 
 
 def _first_non_finite(data: npt.NDArray[np.float32], offsets: npt.NDArray[np.int64]) -> str:
