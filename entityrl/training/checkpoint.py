@@ -149,6 +149,9 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     missing = [key for key in REQUIRED if key not in data]
     if missing:
         raise CheckpointError(f"{p} is incomplete: missing {', '.join(missing)}")
+    bad = first_non_finite(data["model"])
+    if bad is not None:  # written by a version that did not refuse to
+        raise CheckpointError(f"{p} holds a diverged model: parameter {bad} is not finite")
     return data
 
 

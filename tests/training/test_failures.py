@@ -174,3 +174,15 @@ def test_training_into_a_directory_holding_a_run_is_refused(tmp_path: Path) -> N
     assert ((run / "checkpoint.pt").read_bytes(), (run / "metrics.jsonl").read_text()) == before
     (tmp_path / "empty").mkdir()
     assert Trainer(config(tmp_path / "empty")).run().steps == 192  # an empty one is fine
+
+
+def test_a_checkpoint_with_a_non_finite_parameter_is_refused_when_loaded(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    Trainer(config(run)).run()
+    saved = torch.load(run / "checkpoint.pt", weights_only=True)
+    saved["model"]["value_head.proj.bias"][0] = float("nan")
+    torch.save(saved, run / "checkpoint.pt")
+    with pytest.raises(
+        ckpt.CheckpointError, match=r"diverged model: parameter value_head\.proj\.bias"
+    ):
+        ckpt.load_checkpoint(run)
