@@ -4,9 +4,11 @@ time to hide them) and training end to end (measured as benchmarks/throughput.py
 the first rollout to the end of the last iteration).
 
 "Off" replaces the checks' methods with no-ops for the measurement; runs with and without
-alternate, and each figure is the median of ``--repeats`` runs. The first, fully validated
-batches are a one-time cost at the start, reported separately; the samples per second are
-measured after them.
+alternate, and each figure is the median of ``--repeats`` runs. On a shared machine the two
+rates move by more than the checks cost, so the runs with checks also time every call of
+them: the share of the measured time spent inside the checks is the figure that noise does
+not blur. The first, fully validated batches are a one-time cost at the start, reported
+separately; the samples per second are measured after them.
 
 usage: python benchmarks/step_checks.py [--num-envs 256] [--steps 300] [--repeats 5]
                                         [--timesteps 32768]
@@ -39,11 +41,37 @@ ENVS = ("CherryPick", "MineSweeper", "PickMatchingBalls", "CherryPickBatched")
 TRAIN_ENVS = ("CherryPick", "MineSweeper")
 
 
+CHECK_METHODS = ("observations", "batched", "checked_batch")
+
+
+@contextlib.contextmanager
+def timed_checks(spent: list[float]) -> Iterator[None]:
+    """Add the seconds spent in the checks' entry points to ``spent[0]``."""
+    saved = {name: getattr(StepChecks, name) for name in CHECK_METHODS}
+
+    def timed(method: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                spent[0] += time.perf_counter() - start
+
+        return call
+
+    try:
+        for name, method in saved.items():
+            setattr(StepChecks, name, timed(method))
+        yield
+    finally:
+        for name, method in saved.items():
+            setattr(StepChecks, name, method)
+
+
 @contextlib.contextmanager
 def checks_off() -> Iterator[None]:
     """The default checks as no-ops (for comparison only)."""
-    saved = {name: getattr(StepChecks, name) for name in ("observations", "batched")}
-    saved["checked_batch"] = StepChecks.checked_batch
+    saved = {name: getattr(StepChecks, name) for name in CHECK_METHODS}
     try:
         for name in saved:
             setattr(StepChecks, name, lambda *args, **kwargs: None)
@@ -53,11 +81,12 @@ def checks_off() -> Iterator[None]:
             setattr(StepChecks, name, method)
 
 
-def env_rate(name: str, num_envs: int, steps: int, checks: bool) -> tuple[float, float]:
-    """Samples per second after the fully validated batches, and the seconds those took."""
+def env_rate(name: str, num_envs: int, steps: int, checks: bool) -> tuple[float, float, float]:
+    """Samples per second after the fully validated batches, the share of that time spent in
+    the checks, and the seconds the fully validated batches took."""
+    spent = [0.0]
     with contextlib.ExitStack() as stack:
-        if not checks:
-            stack.enter_context(checks_off())
+        stack.enter_context(timed_checks(spent) if checks else checks_off())
         env = stack.enter_context(make_vec(name, num_envs, seed=0))
         policy = RandomPolicy(env.action_space, seed=0)
         start = time.perf_counter()
@@ -65,20 +94,23 @@ def env_rate(name: str, num_envs: int, steps: int, checks: bool) -> tuple[float,
         for _ in range(FULLY_VALIDATED_STEPS):
             obs = env.act(policy.act(obs))
         first = time.perf_counter() - start
+        spent[0] = 0.0
         start = time.perf_counter()
         for _ in range(steps):
             obs = env.act(policy.act(obs))
-        return num_envs * steps / (time.perf_counter() - start), first
+        seconds = time.perf_counter() - start
+        return num_envs * steps / seconds, spent[0] / seconds, first
 
 
-def train_rate(name: str, timesteps: int, checks: bool) -> float:
-    """Training samples per second, from the first rollout to the end of the last iteration."""
+def train_rate(name: str, timesteps: int, checks: bool) -> tuple[float, float]:
+    """Training samples per second, from the first rollout to the end of the last iteration,
+    and the share of that time spent in the checks."""
     from entityrl.training.config import load_config
     from entityrl.training.runner import Trainer
 
+    spent = [0.0]
     with tempfile.TemporaryDirectory() as run_dir, contextlib.ExitStack() as stack:
-        if not checks:
-            stack.enter_context(checks_off())
+        stack.enter_context(timed_checks(spent) if checks else checks_off())
         config = load_config(
             name,
             [
@@ -93,27 +125,33 @@ def train_rate(name: str, timesteps: int, checks: bool) -> float:
         collect = trainer.sampler.collect
 
         def timed_collect(*args: Any) -> Any:
-            marks.setdefault("first", time.perf_counter())
+            if "first" not in marks:
+                marks["first"] = time.perf_counter()
+                spent[0] = 0.0  # the fully validated batches of the reset are not counted
             return collect(*args)
 
         trainer.sampler.collect = timed_collect  # type: ignore[method-assign]
         result = trainer.run()
-        return result.steps / (marks["last"] - marks["first"])
+        seconds = marks["last"] - marks["first"]
+        return result.steps / seconds, spent[0] / seconds
 
 
-def compare(measure: Any, repeats: int) -> tuple[list[float], list[float]]:
+def compare(measure: Any, repeats: int) -> tuple[list[Any], list[Any]]:
     """``measure(checks)`` alternately on and off, ``repeats`` times each."""
-    on: list[float] = []
-    off: list[float] = []
+    on: list[Any] = []
+    off: list[Any] = []
     for _ in range(repeats):
         on.append(measure(True))
         off.append(measure(False))
     return on, off
 
 
-def row(label: str, on: list[float], off: list[float]) -> str:
-    a, b = statistics.median(on), statistics.median(off)
-    return f"| {label} | {a:,.0f} | {b:,.0f} | {100 * (b - a) / b:+.1f}% |"
+def row(label: str, on: list[tuple[float, ...]], off: list[tuple[float, ...]]) -> str:
+    """Median rates with and without, the difference, and the median share in the checks."""
+    a = statistics.median(r[0] for r in on)
+    b = statistics.median(r[0] for r in off)
+    share = statistics.median(r[1] for r in on)
+    return f"| {label} | {a:,.0f} | {b:,.0f} | {100 * (b - a) / b:+.1f}% | {100 * share:.2f}% |"
 
 
 def main() -> None:
@@ -130,23 +168,20 @@ def main() -> None:
         "",
         f"Environments alone: {args.num_envs} environments, random legal actions, "
         f"{args.steps} steps after the {FULLY_VALIDATED_STEPS} fully validated batches; "
-        f"median of {args.repeats} runs, with and without the checks alternating. Cost = the "
-        "share of samples per second lost (negative: within the noise of a shared machine).",
+        f"median of {args.repeats} runs, with and without the checks alternating. Difference = "
+        "the share of samples per second lost (negative: the machine's noise exceeds it); in "
+        "checks = the share of the time spent inside the checks' calls.",
         "",
-        "| environment | with checks (samples/s) | without | cost | first batches (s) |",
-        "| --- | ---: | ---: | ---: | ---: |",
+        "| environment | with checks (samples/s) | without | difference | in checks "
+        "| first batches (s) |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     for name in ENVS:
-        firsts: list[float] = []
-
-        def measure(checks: bool, name: str = name, firsts: list[float] = firsts) -> float:
-            rate, first = env_rate(name, args.num_envs, args.steps, checks)
-            if checks:
-                firsts.append(first)
-            return rate
-
-        on, off = compare(measure, args.repeats)
-        lines.append(row(name, on, off) + f" {statistics.median(firsts):.3f} |")
+        on, off = compare(
+            lambda checks, n=name: env_rate(n, args.num_envs, args.steps, checks), args.repeats
+        )
+        first = statistics.median(r[2] for r in on)
+        lines.append(row(name, on, off) + f" {first:.3f} |")
         print(lines[-1], flush=True)
     lines += [
         "",
@@ -154,8 +189,8 @@ def main() -> None:
         "second from the first rollout to the end of the last iteration (as "
         f"benchmarks/throughput.py), median of {args.repeats} runs.",
         "",
-        "| environment | with checks (samples/s) | without | cost |",
-        "| --- | ---: | ---: | ---: |",
+        "| environment | with checks (samples/s) | without | difference | in checks |",
+        "| --- | ---: | ---: | ---: | ---: |",
     ]
     for name in TRAIN_ENVS:
         on, off = compare(

@@ -105,7 +105,11 @@ def run(args: argparse.Namespace) -> int:
             return USAGE_ERROR
         play(env, controller, console, steps=args.steps, delay=delay)
     if recording is not None:
-        console.print(f"recorded {recording.writer.episodes} complete episodes into {args.record}")
+        # Unwrapped, so that the path can be copied whole.
+        console.print(
+            f"recorded {recording.writer.episodes} complete episodes into {args.record}",
+            soft_wrap=True,
+        )
     return 0
 
 

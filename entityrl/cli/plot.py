@@ -89,8 +89,8 @@ def plot_runs(run_dirs: Sequence[Path], out: Path, metrics: Sequence[str] | None
     every run into the PNG file ``out``, written atomically."""
     if not run_dirs:
         raise PlotError("give at least one run directory")
-    check_out(out)
     runs = {str(d): load_records(d) for d in run_dirs}
+    check_out(out)
     logged = sorted({key for records in runs.values() for r in records for key in r} - NOT_METRICS)
     names = (
         [m for m in DEFAULT_METRICS if m in logged]

@@ -240,6 +240,11 @@ class Batcher:
                     if hi > lo
                     else []
                 )
+                if len(actors) != hi - lo:  # ids that do not match the entities batched
+                    raise ValueError(
+                        f"row {i}: action {name!r}: {hi - lo} actors were batched, but their "
+                        f"ids name {len(actors)}"
+                    )
                 if kind is CategoricalActionSpace:
                     per_env[i][name] = make(actors, values[lo:hi], choices)
                 elif hi > lo:

@@ -10,8 +10,8 @@ actions that the batcher never reads, ids one short. So, always:
   every environment's observation (as Gymnasium's passive checker does for the first step);
 * after that, every batch gets a few vectorized checks: finite features, global features and
   rewards, feature widths, boolean ``done``, declared entity types and actions only, one id
-  per entity; unique ids in a rotating sample of environments (see
-  :data:`UNIQUE_IDS_STRIDE`). A batch that fails (or that the batcher cannot even stack) is then fully
+  ids of actors matching the entities batched; all ids (one per entity, unique) in a rotating
+  sample of environments (see :data:`UNIQUE_IDS_STRIDE`). A batch that fails (or that the batcher cannot even stack) is then fully
   validated, environment by environment, so the error is the validator's precise message
   naming the environment, the entity type or action, and the field.
 """
@@ -39,9 +39,12 @@ FULLY_VALIDATED_STEPS = 8
 steps, where a simulator's mistakes in building observations usually show."""
 
 UNIQUE_IDS_STRIDE = 8
-"""After the fully validated batches, each call checks that ids are unique in one environment
-of every this many, a different one each call: hashing every id of every environment on every
-step would cost more than the rest of the checks together (10% of MineSweeper's stepping)."""
+"""After the fully validated batches, each call checks the ids (one per entity, all unique) of
+one environment in every this many, a different one each call: hashing every id of every
+environment on every step would cost more than the rest of the checks together (10% of
+MineSweeper's stepping). Ids that name actors are checked on every step where they are used:
+actors whose ids do not match the entities batched are refused when the actions are mapped
+back to them."""
 
 # Exceptions the batcher raises on malformed observations (a failed reshape, an unknown id,
 # a mask of the wrong size): they mean "validate to find out what is wrong".
@@ -97,7 +100,7 @@ class StepChecks:
             done_ok = {type(o.done) for o in observations} <= _BOOL_TYPES
             rewards_ok = all(map(_is_number_type, {type(o.reward) for o in observations}))
             ids_ok = ids <= self._types and all(
-                _unique_ids(o) for o in self._rotating_sample(observations) if o.ids
+                _ids_fit(o) for o in self._rotating_sample(observations) if o.ids
             )
         except BATCHING_ERRORS:
             self.explain(observations, envs)
@@ -141,26 +144,18 @@ class StepChecks:
         if self.full_steps_left > 0:
             self.full_steps_left -= 1
             return
-        problem = self.batch_problem(batch) or self.ids_problem(
-            batch, observations[: batch.num_rows]
-        )
+        problem = self.batch_problem(batch)
         if problem:
             self.explain(observations, envs, problem)
-
-    def ids_problem(self, batch: VecObs, observations: Sequence[Observation]) -> str:
-        """Whether the observations batched give one id per entity, where they give ids."""
-        for name in _keys(o.ids for o in observations):
-            ids = _id_counts(observations, name)
-            entities = batch.features[name].lengths
-            wrong = np.flatnonzero((ids >= 0) & (ids != entities))
-            if wrong.size:
-                row = int(wrong[0])
-                return f"ids[{name!r}]: row {row}: {ids[row]} ids for {entities[row]} entities"
-        return ""
 
     # ------------------------------------------------------------------ whole batches
     def batch_problem(self, batch: VecObs) -> str:
         """What is wrong with ``batch`` by the vectorized checks, or '' if nothing."""
+        if batch.features.keys() != self._types:
+            return (
+                f"features: expected the entity types {sorted(self._types)}, "
+                f"got {sorted(batch.features)}"
+            )
         for name, features in batch.features.items():
             data = features.data
             if data.ndim != 2 or data.shape[1] != self._widths.get(name, -1):
@@ -168,19 +163,19 @@ class StepChecks:
                     f"features[{name!r}]: expected {self._widths.get(name)} features per "
                     f"entity, got shape {data.shape}"
                 )
-            if not np.isfinite(data).all():
+            if not _all_finite(data):
                 return f"features[{name!r}]: {_first_non_finite(features.data, features.offsets)}"
         if batch.global_features.shape[1:] != (self._num_global,):
             return (
                 f"global_features: expected {self._num_global} per row, "
                 f"got shape {batch.global_features.shape}"
             )
-        if not np.isfinite(batch.global_features).all():
+        if not _all_finite(batch.global_features):
             row = int(np.flatnonzero(~np.isfinite(batch.global_features).all(axis=1))[0])
             return f"global_features: row {row}: expected finite numbers"
         if batch.done.dtype != np.bool_:
             return f"done: expected booleans, got dtype {batch.done.dtype}"
-        if not np.isfinite(batch.reward).all():
+        if not _all_finite(batch.reward):
             row = int(np.flatnonzero(~np.isfinite(batch.reward))[0])
             return f"reward: row {row}: expected a finite number, got {batch.reward[row]}"
         for key, values in batch.metrics.items():
@@ -195,14 +190,15 @@ class StepChecks:
             self.full_steps_left -= 1
             validate_vec_obs(batch, self.obs_space, self.action_space, self.env_name, rows=rows)
             return
-        problem = (
-            "VecObs."
-            + self.batch_problem(batch)
-            + ("" if batch.reward.shape == (rows,) else f" (reward shape {batch.reward.shape})")
-        )
-        if problem != "VecObs.":
+        try:
+            problem = self.batch_problem(batch)
+            if not problem and batch.reward.shape != (rows,):
+                problem = f"reward: expected shape ({rows},), got {batch.reward.shape}"
+        except BATCHING_ERRORS as err:  # not even arrays where arrays belong
+            problem = f"unreadable ({err!r})"
+        if problem:
             validate_vec_obs(batch, self.obs_space, self.action_space, self.env_name, rows=rows)
-            raise EnvValidationError(f"{self.env_name}: {problem}")
+            raise EnvValidationError(f"{self.env_name}: VecObs.{problem}")
 
     def _name(self, i: int) -> str:
         return f"{self.env_name} (environment {self.first_env + i})"
@@ -219,17 +215,22 @@ def _is_number_type(kind: type) -> bool:
     return issubclass(kind, (int, float, np.integer, np.floating)) and kind not in _BOOL_TYPES
 
 
-def _id_counts(observations: Sequence[Observation], name: str) -> npt.NDArray[np.int64]:
-    """Per observation, how many ids it gives entity type ``name`` (-1: none, the defaults)."""
-    return np.fromiter(
-        (-1 if ids is None else len(ids) for ids in (o.ids.get(name) for o in observations)),
-        dtype=np.int64,
-        count=len(observations),
-    )
+def _ids_fit(obs: Observation) -> bool:
+    """Whether ``obs`` gives one id per entity of each type it gives ids for, all unique."""
+    total = 0
+    for name, ids in obs.ids.items():
+        rows = obs.features.get(name)
+        if len(ids) != (0 if rows is None else len(rows)):
+            return False
+        total += len(ids)
+    return len(set().union(*obs.ids.values())) == total
 
 
-def _unique_ids(obs: Observation) -> bool:
-    return len(set().union(*obs.ids.values())) == sum(map(len, obs.ids.values()))
+def _all_finite(values: npt.NDArray[np.floating[Any]]) -> bool:
+    """Whether every value is finite. A sum is one pass without a temporary array, and NaN and
+    infinity carry through it; only when it is not finite (also when finite values overflow)
+    are the values looked at one by one."""
+    return bool(np.isfinite(values.sum())) or bool(np.isfinite(values).all())
 
 
 def _first_non_finite(data: npt.NDArray[np.float32], offsets: npt.NDArray[np.int64]) -> str:

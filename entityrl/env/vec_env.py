@@ -212,7 +212,12 @@ class SerialVecEnv(VecEnv):
         if self._last is None:
             raise RuntimeError("call reset() before act()")
         check_actions(actions, self._last, self.action_space)
-        per_env = self.batcher.unbatch(actions, self._observations)
+        try:
+            per_env = self.batcher.unbatch(actions, self._observations)
+        except BATCHING_ERRORS as err:  # ids of the observations that do not fit their entities
+            if self._native:
+                raise
+            self.checks.explain(self._observations, None, f"cannot name the actors ({err!r})")
         native = self._native
         steps: list[Observation] = []  # what act() returned
         observations: list[Observation] = []  # what is batched: a new episode's after an end

@@ -85,8 +85,9 @@ def export_bytes(agent: Agent) -> bytes:
     buffer = io.BytesIO()
     with torch_path(), torch.inference_mode(), warnings.catch_warnings():
         # The tracer's notes on shape arithmetic (which the parity tests cover) and the
-        # TorchScript exporter's deprecation notice (the torch.export-based one cannot yet
-        # trace observations without entities) say nothing the user can act on.
+        # TorchScript exporter's deprecation notice say nothing the user can act on. This
+        # exporter (dynamo=False) is the one the parity tests cover; the torch.export-based
+        # one has not been tried on this module.
         warnings.simplefilter("ignore", torch.jit.TracerWarning)
         warnings.simplefilter("ignore", DeprecationWarning)
         torch.onnx.export(

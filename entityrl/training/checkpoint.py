@@ -77,7 +77,11 @@ def save_checkpoint(
                 f"({key}.{bad}); the last checkpoint in {directory} is kept"
             )
     path = directory / name
-    data = {"format": FORMAT, "version": VERSION, **state, ENV_STATE_KEY: env_state}
+    # As a uint8 tensor, not bytes: weights-only loading in torch < 2.5 refuses bytes objects.
+    packed = (
+        None if env_state is None else torch.frombuffer(bytearray(env_state), dtype=torch.uint8)
+    )
+    data = {"format": FORMAT, "version": VERSION, **state, ENV_STATE_KEY: packed}
     atomic_write(path, lambda f: torch.save(data, f))
     # An environment state of an earlier version would no longer match the checkpoint.
     (directory / ENV_STATE_FILE).unlink(missing_ok=True)
@@ -149,6 +153,9 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     missing = [key for key in REQUIRED if key not in data]
     if missing:
         raise CheckpointError(f"{p} is incomplete: missing {', '.join(missing)}")
+    bad = first_non_finite(data["model"])
+    if bad is not None:  # written by a version that did not refuse to
+        raise CheckpointError(f"{p} holds a diverged model: parameter {bad} is not finite")
     return data
 
 
@@ -174,6 +181,8 @@ def load_env_states(directory: Path, saved: dict[str, Any]) -> list[bytes] | Non
     ``saved`` (read from ``directory``); None if the environments could not save theirs."""
     if ENV_STATE_KEY in saved:
         data, where = saved[ENV_STATE_KEY], directory / CHECKPOINT_FILE
+        if isinstance(data, torch.Tensor):
+            data = data.numpy().tobytes()
     else:  # a checkpoint of an earlier version
         where = directory / ENV_STATE_FILE
         data = where.read_bytes() if where.exists() else None

@@ -169,7 +169,7 @@ def test_plot_writes_a_png_beside_the_run_and_nothing_else(run_dir, tmp_path, ca
 
 
 def test_plot_overlays_runs_and_chooses_metrics_by_short_name(run_dir, tmp_path, capsys):
-    out_file = tmp_path / "curves" / "two.png"
+    out_file = tmp_path / "two.png"
     code, _, err = run_cli(
         capsys, "plot", run_dir, run_dir, "--out", out_file, "--metrics", "entropy,episode_return"
     )

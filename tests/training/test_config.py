@@ -108,3 +108,13 @@ def test_help_lists_every_parameter_with_its_doc() -> None:
     for key in keys(TrainConfig()):
         assert f"  {key}=" in text, key
     assert "Discount factor." in text
+
+
+def test_every_shipped_config_is_the_one_its_environment_name_finds() -> None:
+    # `entityrl train MineSweeper` must train with mine_sweeper.yaml, not silently with the
+    # defaults: each shipped file is named as config_path_for names its environment.
+    from entityrl.training.config import CONFIG_DIR, config_path_for
+
+    for path in sorted(CONFIG_DIR.glob("*.yaml")):
+        env_id = load_config(path).env.id
+        assert config_path_for(env_id).exists(), f"{path.name}: {env_id} looks for another file"

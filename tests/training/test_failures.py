@@ -91,7 +91,7 @@ def test_an_unreadable_environment_state_is_refused_in_one_line(tmp_path: Path, 
     if where == "in the checkpoint":
         saved[ckpt.ENV_STATE_KEY] = truncated
     else:
-        (run / ckpt.ENV_STATE_FILE).write_bytes(truncated)
+        (run / ckpt.ENV_STATE_FILE).write_bytes(truncated.numpy().tobytes())
     torch.save(saved, run / "checkpoint.pt")
     with pytest.raises(ckpt.CheckpointError, match="the environments' saved state is unreadable"):
         Trainer(config(run), resume=run)
@@ -103,7 +103,7 @@ def test_a_checkpoint_of_an_earlier_version_resumes_with_its_environment_state(
     run = tmp_path / "run"
     Trainer(config(run)).run()
     saved = torch.load(run / "checkpoint.pt", weights_only=True)
-    (run / ckpt.ENV_STATE_FILE).write_bytes(saved.pop(ckpt.ENV_STATE_KEY))
+    (run / ckpt.ENV_STATE_FILE).write_bytes(saved.pop(ckpt.ENV_STATE_KEY).numpy().tobytes())
     torch.save(saved, run / "checkpoint.pt")
     states = ckpt.load_env_states(run, ckpt.load_checkpoint(run))
     assert states is not None and pickle.loads(pickle.dumps(states)) == states
@@ -174,3 +174,15 @@ def test_training_into_a_directory_holding_a_run_is_refused(tmp_path: Path) -> N
     assert ((run / "checkpoint.pt").read_bytes(), (run / "metrics.jsonl").read_text()) == before
     (tmp_path / "empty").mkdir()
     assert Trainer(config(tmp_path / "empty")).run().steps == 192  # an empty one is fine
+
+
+def test_a_checkpoint_with_a_non_finite_parameter_is_refused_when_loaded(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    Trainer(config(run)).run()
+    saved = torch.load(run / "checkpoint.pt", weights_only=True)
+    saved["model"]["value_head.proj.bias"][0] = float("nan")
+    torch.save(saved, run / "checkpoint.pt")
+    with pytest.raises(
+        ckpt.CheckpointError, match=r"diverged model: parameter value_head\.proj\.bias"
+    ):
+        ckpt.load_checkpoint(run)

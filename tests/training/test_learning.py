@@ -26,7 +26,7 @@ CASES = [
     ("move_to_origin", ["total_timesteps=65536"], 100, 0.85),
     ("cherry_pick", ["total_timesteps=40960"], 200, 0.85),
     ("cherry_pick_batched", ["total_timesteps=40960"], 200, 0.85),
-    ("minesweeper", ["total_timesteps=81920"], 200, 0.85),
+    ("mine_sweeper", ["total_timesteps=81920"], 200, 0.85),
     # Smaller instances than the shipped configs train on, to fit the time of a test.
     ("pick_matching_balls", ["total_timesteps=61440", "env.kwargs.max_balls=8"], 200, 0.95),
     # Without traps and with a larger entropy bonus, every seed tried (1-8) reaches 5.0 within

@@ -73,7 +73,7 @@ int entityrl_probe() { return omp_get_max_threads(); }
 int entityrl_probe() { return 1; }
 #endif
 """
-COMPILE_TIMEOUT = 300.0
+COMPILE_TIMEOUT = 900.0  # wall time: a machine shared by many jobs compiles slowly
 
 # Why the kernels are unavailable (None when they are, or before the first attempt).
 unavailable_reason: str | None = None
@@ -184,6 +184,9 @@ def _run_compiler(cxx: str, flags: list[str], source: Path, output: str) -> str 
     return None if result.returncode == 0 else first_error(result.stderr + result.stdout)
 
 
+_probe_lock = threading.Lock()
+
+
 @functools.cache
 def _probe(cxx: str, candidates: tuple[tuple[str, ...], ...]) -> list[str] | str:
     """The first flag set ``cxx`` compiles and links a one-line source with, or (none does)
@@ -204,7 +207,8 @@ def _compile(cxx: str, source: Path, target: Path, candidates: tuple[tuple[str, 
     """Build ``target`` from ``source`` atomically with the first flag set the compiler
     accepts. A failure leaves a marker (see :func:`failure_marker`) holding the error."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    flags = _probe(cxx, candidates)
+    with _probe_lock:  # the builds started together probe once
+        flags = _probe(cxx, candidates)
     if isinstance(flags, str):
         message = f"{cxx} accepts none of the flag sets {candidates}: {flags}"
     else:
