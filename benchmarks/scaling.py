@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -72,6 +73,13 @@ def communication(env: str) -> dict[str, float]:
             "bytes": minibatches * (gradient_bytes + 8 * 8)}  # fmt: skip
 
 
+def _time_to_target(answers: list[dict[str, float]]) -> str:
+    """Median over the seeds that reached the target, and how many did."""
+    reached = [a["to_target"] for a in answers if not math.isnan(a["to_target"])]
+    shown = f"{statistics.median(reached):.1f}" if reached else "-"
+    return f"{shown} ({len(reached)} of {len(answers)} seeds)"
+
+
 def ring_seconds(nbytes: float, ranks: int, messages: int) -> float:
     """A ring all-reduce of ``nbytes`` over ``ranks``: 2(N-1)/N of the data each way, 2(N-1)
     steps of latency; ``messages`` all-reduces per iteration."""
@@ -114,7 +122,7 @@ def main() -> None:
         sps = statistics.median(a["sps"] for a in answers)
         lines.append(
             f"| {world_size} | {sps:,.0f} | {sps / base:.2f}x "
-            f"| {statistics.median(a['to_target'] for a in answers):.1f} "
+            f"| {_time_to_target(answers)} "
             f"| {statistics.median(a['seconds'] for a in answers):.1f} |"
         )
     # Computation per iteration of one process: the single-process run's samples/s.
