@@ -171,8 +171,9 @@ class Tuner:
         storage = f"sqlite:///{self.study_dir / STUDY_FILE}"
         # A resumed study must not draw the first session's values again: the sampler's
         # seed moves on with the number of trials already in the study.
-        known = len(optuna.load_study(study_name=NAME, storage=storage).trials) if (
-            self.study_dir / STUDY_FILE).exists() else 0  # fmt: skip
+        known = 0
+        if (self.study_dir / STUDY_FILE).exists():
+            known = len(optuna.load_study(study_name=NAME, storage=storage).trials)
         warmup = load_config(self.source, self.overrides).total_timesteps // 4
         return optuna.create_study(
             study_name=NAME,
