@@ -44,7 +44,7 @@ import tempfile
 import threading
 import warnings
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future
+from concurrent.futures import Future, wait
 from pathlib import Path
 from typing import Generic, NamedTuple, TypeVar
 
@@ -327,10 +327,20 @@ def load_library(name: str = "attention") -> ctypes.CDLL | None:
     return lib
 
 
+def wait_for_builds() -> None:
+    """Wait until every build started has finished (built or failed); for tests, whose
+    next step must not race a build still writing into the cache."""
+    with _builds_lock:
+        futures = list(_builds.values())
+    wait(futures)
+
+
 def forget_builds() -> None:
     """Forget every library loaded or built and the warning given, so that the next use
-    builds or loads again (in the environment of then); for tests."""
+    builds or loads again (in the environment of then); for tests. Builds under way are
+    waited for, so that none writes into a cache a later test has moved."""
     global _warned
+    wait_for_builds()
     load_library.cache_clear()
     _probe.cache_clear()
     with _builds_lock:
