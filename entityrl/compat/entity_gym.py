@@ -36,6 +36,15 @@ seed and layout (number of environments and worker processes); but environments 
 independent streams, and splitting the same batch over a different number of processes plays
 different episodes. Pickling an environment (checkpoints) saves the global generators' state
 and unpickling restores it, so a resumed run continues exactly.
+
+By name: ``entity_gym:<module>:<Class>`` (``entity_gym:entity_gym.examples:CherryPick``) names
+an entity-gym environment class in entityrl's registry, so ``entityrl train``, ``eval`` and
+``play`` build it from the command line. A run trained on ``from_entity_gym(Class, **kwargs)``
+records that name and the keyword arguments (when the class can be imported again and the
+arguments are plain YAML values), so ``entityrl eval RUN_DIR`` rebuilds its environment.
+
+numpy 2: entity-gym 0.1.x uses ``np.bool8``, an alias numpy 2 removed. Importing this module
+puts the alias back (as ``np.bool_``) when it is missing, so import it before ``entity_gym``.
 """
 
 from __future__ import annotations
@@ -68,6 +77,10 @@ from entityrl.env.spaces import (
     ObsSpace,
     SelectEntityActionSpace,
 )
+
+# entity-gym 0.1.x annotates with np.bool8 at import time; numpy 2 removed that alias of np.bool_.
+if np.lib.NumpyVersion(np.__version__) >= "2.0.0" and "bool8" not in np.__dict__:
+    np.bool8 = np.bool_  # type: ignore[attr-defined]
 
 # entity-gym class name -> entityrl space class, and the entity-gym action class it takes.
 _SPACES: dict[str, tuple[type, str]] = {
@@ -317,7 +330,11 @@ _REBUILT = ("_action_space", "_builders", "native_actions", "_mask_converters", 
 class EntityGymFactory:
     """A picklable zero-argument factory: ``EntityGymEnvironment(env_class(**kwargs))``.
 
-    Its ``__name__`` is the environment class's, so training runs are named after it.
+    Its ``__name__`` is the environment class's. ``env_id`` is the registry name that builds
+    the same environments (``entity_gym:<module>:<Class>``, with ``env_kwargs``), or None when
+    the class cannot be imported by name (defined in ``__main__`` or in a function) or the
+    arguments are not plain YAML values; a training run records it, so that ``entityrl eval``
+    and ``entityrl play`` rebuild the environment.
     """
 
     def __init__(self, env_class: Callable[..., Any], kwargs: Mapping[str, Any]) -> None:
@@ -329,6 +346,10 @@ class EntityGymFactory:
         self.env_class = env_class
         self.kwargs = dict(kwargs)
         self.__name__ = getattr(env_class, "__name__", type(env_class).__name__)
+        path = _import_path(env_class)
+        plain = all(_is_plain(value) for value in self.kwargs.values())
+        self.env_id = f"{LIBRARY}:{path}" if path and plain else None
+        self.env_kwargs = self.kwargs if self.env_id else {}
 
     def __call__(self) -> EntityGymEnvironment:
         return EntityGymEnvironment(self.env_class(**self.kwargs), self.__name__)
@@ -343,10 +364,79 @@ def from_entity_gym(env_class: Callable[..., Any], **kwargs: Any) -> EntityGymFa
     return EntityGymFactory(env_class, kwargs)
 
 
+def _import_path(env_class: Callable[..., Any]) -> str | None:
+    """``module:Class`` if importing ``module`` gives back ``env_class`` under that name."""
+    module = getattr(env_class, "__module__", None)
+    name = getattr(env_class, "__qualname__", "")
+    if not isinstance(env_class, type) or module in (None, "__main__") or "." in name:
+        return None  # "." in a qualified name: nested in a class or a function (<locals>)
+    return f"{module}:{name}"
+
+
+def _is_plain(value: Any) -> bool:
+    """A value a run's YAML config can hold (so that the run records it)."""
+    if isinstance(value, (list, tuple)):
+        return all(_is_plain(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _is_plain(v) for k, v in value.items())
+    return value is None or isinstance(value, (bool, int, float, str))
+
+
+# ---------------------------------------------------------------------------- registry
+LIBRARY = "entity_gym"
+"""The registry prefix: ``entity_gym:<module>:<Class>``."""
+
+
+def load_class(env_id: str) -> type:
+    """The class named ``module:Class``; KeyError saying what is wrong otherwise."""
+    module_name, _, class_name = env_id.partition(":")
+    if not module_name or not class_name:
+        raise KeyError(
+            f"{LIBRARY}:{env_id}: expected {LIBRARY}:<module>:<Class>, e.g. "
+            f"{LIBRARY}:entity_gym.examples:CherryPick"
+        )
+    try:
+        env_class = getattr(importlib.import_module(module_name), class_name)
+    except ImportError as err:
+        raise KeyError(
+            f"{LIBRARY}:{env_id}: cannot import {module_name!r} ({err}); entity-gym's "
+            "installation beside entityrl is described in docs/interop.md"
+        ) from None
+    except AttributeError:
+        raise KeyError(
+            f"{LIBRARY}:{env_id}: module {module_name!r} has no {class_name!r}"
+        ) from None
+    if not isinstance(env_class, type):
+        raise KeyError(f"{LIBRARY}:{env_id}: expected an environment class, got {env_class!r}")
+    return env_class
+
+
+def check_id(env_id: str) -> None:
+    """Raise KeyError unless ``env_id`` (``module:Class``) imports a class."""
+    load_class(env_id)
+
+
+class NamedEntityGymEnvironment(EntityGymEnvironment):
+    """The entity-gym environment class named ``module:Class`` (what
+    ``entity_gym:<module>:<Class>`` names in entityrl's registry), built with ``kwargs``."""
+
+    def __init__(self, env_id: str, **kwargs: Any) -> None:
+        env_class = load_class(env_id)
+        super().__init__(env_class(**kwargs), env_class.__name__)
+
+
+ADAPTER = NamedEntityGymEnvironment
+"""What ``entity_gym:<module>:<Class>`` names in entityrl's registry."""
+
+
 __all__ = [
+    "ADAPTER",
     "EntityGymEnvironment",
     "EntityGymFactory",
+    "NamedEntityGymEnvironment",
+    "check_id",
     "convert_action_space",
     "convert_obs_space",
     "from_entity_gym",
+    "load_class",
 ]

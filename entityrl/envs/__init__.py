@@ -59,6 +59,7 @@ REGISTRY: dict[str, type[Environment] | type[BatchedEnvironment]] = {
 # check_id(id) raises KeyError for an id the library does not know.
 ADAPTERS: dict[str, str] = {
     "crafter": "entityrl.interop.crafter",
+    "entity_gym": "entityrl.compat.entity_gym",  # entity_gym:<module>:<Class>
     "gymnasium": "entityrl.interop.gymnasium",
     "minigrid": "entityrl.interop.minigrid",
     "pettingzoo": "entityrl.interop.pettingzoo",

@@ -485,8 +485,12 @@ def _jsonable(state: dict[str, Any]) -> dict[str, Any]:
 
 
 def _env_name(env: EnvFactory | type[Environment]) -> str:
-    """How a run records a custom environment: ``module:Class`` when it can be imported again
-    (so ``entityrl eval`` and ``entityrl play`` can rebuild it), else the bare name."""
+    """How a run records a custom environment: the registry id a factory gives as ``env_id``
+    (``from_entity_gym``'s), or ``module:Class`` when it can be imported again (so
+    ``entityrl eval`` and ``entityrl play`` can rebuild it), else the bare name."""
+    registered = getattr(env, "env_id", None)
+    if isinstance(registered, str):
+        return registered
     name = getattr(env, "__qualname__", None) or type(env).__name__
     module = getattr(env, "__module__", None)
     if isinstance(env, type) and module and module != "__main__" and "<locals>" not in name:
@@ -524,6 +528,7 @@ def train(
         config = load_config(source, list(overrides), check_env=not custom)
     if env is not None and not isinstance(env, str):
         config.env.id = _env_name(env)
+        config.env.kwargs.update(getattr(env, "env_kwargs", {}))  # rebuild it with these
     elif isinstance(env, str):
         config.env.id = env
     if config.algo == "bc":

@@ -134,5 +134,8 @@ class Environment(ABC):
     @abstractmethod
     def act(self, actions: Mapping[str, Any]) -> Observation: ...
 
+    def render(self, **kwargs: Any) -> Any:
+        raise NotImplementedError  # as entity-gym's: environments draw themselves if they can
+
     def close(self) -> None:
         pass

@@ -21,13 +21,19 @@ import sys
 from typing import Any
 
 import numpy as np
+
+# isort: off
+# First: importing entityrl's compat layer restores np.bool8, which entity-gym needs on numpy 2.
+from entityrl.compat.entity_gym import from_entity_gym
+
+# isort: on
 from entity_gym.env import EnvList
 from entity_gym.env.vec_env import VecCategoricalActionMask
 from entity_gym.examples import ENV_REGISTRY
 from ragged_buffer import RaggedBufferI64
 
-from entityrl.compat.entity_gym import from_entity_gym
 from entityrl.env import ProcessVecEnv, RandomPolicy, SerialVecEnv, VecCategoricalMask, VecObs
+from entityrl.envs import make_vec
 from entityrl.ragged import RaggedArray
 
 
@@ -178,7 +184,9 @@ def main() -> None:
     report = {}
     for name, cls in ENV_REGISTRY.items():
         factory = from_entity_gym(cls)
+        assert factory.env_id == f"entity_gym:{cls.__module__}:{name}", factory.env_id
         report[name] = {
+            "by_name_episodes": random_play(make_vec(factory.env_id, num_envs, seed=0), steps),
             "validated_episodes": random_play(
                 SerialVecEnv(factory, num_envs, seed=0, validate=True), steps
             ),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import pickle
+import re
 from typing import Any
 
 import fake_entity_gym as eg
@@ -14,7 +15,12 @@ from gym_envs import ENVS, Dial, Herd, PickBest
 from vec_env_checks import assert_replays, assert_vec_obs_equal, play_past_a_saved_state
 
 import entityrl
-from entityrl.compat.entity_gym import EntityGymEnvironment, from_entity_gym
+from entityrl.cli.main import main
+from entityrl.compat.entity_gym import (
+    EntityGymEnvironment,
+    NamedEntityGymEnvironment,
+    from_entity_gym,
+)
 from entityrl.env import (
     CategoricalActionSpace,
     Environment,
@@ -26,6 +32,7 @@ from entityrl.env import (
     ValidatingEnvironment,
     VecObs,
 )
+from entityrl.envs import make, make_vec
 from entityrl.nn.rogue_net import RogueNetConfig
 from entityrl.ragged import RaggedArray
 from entityrl.training.config import LogConfig, OptimConfig, RolloutConfig, TrainConfig
@@ -277,6 +284,41 @@ def test_factory_pickles_and_names_the_environment() -> None:
     assert repr(factory) == "from_entity_gym(Herd, length=5)"
 
 
+def test_factory_names_its_registry_id_when_the_class_can_be_imported_again() -> None:
+    factory = from_entity_gym(Herd, length=5)
+    assert (factory.env_id, factory.env_kwargs) == ("entity_gym:gym_envs:Herd", {"length": 5})
+
+    class Local(Herd):
+        pass
+
+    assert from_entity_gym(Local).env_id is None  # defined in a function: not importable
+    unplain = from_entity_gym(Herd, length=np.int64(5))  # not a YAML value: cannot be recorded
+    assert (unplain.env_id, unplain.env_kwargs) == (None, {})
+
+
+# ---------------------------------------------------------------------------- registry
+def test_registry_builds_an_entity_gym_class_by_import_path() -> None:
+    env = make("entity_gym:gym_envs:Herd", length=2)
+    assert isinstance(env, NamedEntityGymEnvironment) and env.env.length == 2
+    assert env.obs_space() == EntityGymEnvironment(Herd()).obs_space()
+    vec = make_vec("entity_gym:gym_envs:Herd", 2, seed=0, length=2)
+    assert len(play(vec, 3)) == 4
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("entity_gym:gym_envs", "expected entity_gym:<module>:<Class>"),
+        ("entity_gym:no_such_module:Herd", "cannot import 'no_such_module'.*docs/interop.md"),
+        ("entity_gym:gym_envs:Sheep", "module 'gym_envs' has no 'Sheep'"),
+        ("entity_gym:gym_envs:random", "expected an environment class"),
+    ],
+)
+def test_registry_names_what_is_wrong_with_an_entity_gym_id(name: str, message: str) -> None:
+    with pytest.raises(KeyError, match=message):
+        make(name)
+
+
 # ---------------------------------------------------------------------------- errors
 class _Odd:
     """Not an entity-gym class."""
@@ -344,7 +386,9 @@ def test_not_callable_factory_is_refused() -> None:
 
 
 # ---------------------------------------------------------------------------- training
-def test_train_learns_a_fixture_environment(tmp_path: Any) -> None:
+def test_train_learns_a_fixture_environment_then_evaluates_and_plays_it(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     config = TrainConfig(
         total_timesteps=3_072,
         seed=3,
@@ -359,3 +403,13 @@ def test_train_learns_a_fixture_environment(tmp_path: Any) -> None:
     assert result.run_dir.name == "run"
     # Random play gets 0.5 (each sheep guesses); the last 100 episodes must do much better.
     assert result.mean_return is not None and result.mean_return > 0.9
+
+    # The run records how to rebuild its environment, so it evaluates and plays by name.
+    code = main(["eval", str(result.run_dir), "--episodes", "20", "--deterministic"])
+    out, _ = capsys.readouterr()
+    assert code == 0, out
+    assert "entity_gym:gym_envs:Herd agent" in out
+    mean_return = float(re.search(r"^episode_return\s+([-\d.]+)", out, re.M).group(1))  # type: ignore[union-attr]
+    assert mean_return > 0.9
+    args = ["play", "entity_gym:gym_envs:Herd", "--agent", str(result.run_dir)]
+    assert main([*args, "--steps", "3", "--delay", "0"]) == 0

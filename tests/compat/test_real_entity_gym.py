@@ -53,5 +53,7 @@ def test_real_entity_gym_examples_validate_vectorize_and_match_entity_gym() -> N
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert set(report) == EXAMPLES
     assert all(r["lockstep_steps"] == 60 for r in report.values())
+    # entity_gym:<module>:<Class> builds the same environments as from_entity_gym(Class).
+    assert all(r["by_name_episodes"] == r["validated_episodes"] for r in report.values())
     # Episodes ended (and were restarted) in lockstep in the short-episode examples.
     assert all(report[name]["lockstep_episodes"] > 0 for name in ("CherryPick", "MultiSnake"))
