@@ -1,23 +1,33 @@
 """entityrl beside Stable-Baselines3 PPO on the same machine, in the same run.
 
 entityrl trains with its shipped config for the task (through entityrl.interop); SB3 trains
-with RL Baselines3 Zoo's tuned hyperparameters in its own virtual environment
+with RL Baselines3 Zoo's tuned hyperparameters and step budget in its own virtual environment
 (benchmarks/sb3_ppo.py, started with --sb3-python; SB3 is never a dependency of entityrl).
-Both final agents play the same number of fresh episodes with sampled actions; the table gives
-the return reached, the training steps and the training wall time, per seed and as medians.
+Both follow the same rule: every ``interval`` steps the agent plays 32 episodes with sampled
+actions, and training ends at the first evaluation that reaches the task's target (CartPole:
+mean return 475; MiniGrid: success rate 0.95), else at the step budget. The evaluations count
+in the wall time. The final agents then play the same number of fresh episodes.
+
+Per task, the table gives steps trained, wall time, return and success reached, per seed and
+as medians; ``--curves FILE`` keeps every evaluation (steps, seconds, return, success) as JSON,
+which benchmarks/plot_external.py draws.
 
 usage: python benchmarks/external.py --sb3-python /work/venvs/sb3/bin/python [--seeds 1 2 3]
-       [--write]
+       [--tasks CartPole-v1 ...] [--curves FILE] [--write]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import subprocess
 import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -26,69 +36,158 @@ from _peer import machine
 from learning import EPISODES, run
 from results import replace_section
 
+from entityrl.training.agent import Evaluation
+from entityrl.training.callbacks import Callback
 from entityrl.training.config import config_path_for
+from entityrl.training.runner import Trainer
 
-# entityrl's registry name -> (the Gymnasium id SB3 trains on, SB3's step budget)
-TASKS = {"gymnasium:CartPole-v1": ("CartPole-v1", 100_000)}
+EVAL_EPISODES = 32
 
 
-def sb3(python: str, env_id: str, seed: int, steps: int) -> dict[str, float]:
+@dataclass(frozen=True)
+class Task:
+    name: str
+    """entityrl's registry name."""
+    gym_id: str
+    """The Gymnasium id SB3 trains on."""
+    sb3_steps: int
+    """RL Baselines3 Zoo's step budget."""
+    metric: str
+    """What the target is about: "return" or "success"."""
+    target: float
+    interval: int
+    """Steps between evaluations."""
+
+
+TASKS = {
+    task.gym_id: task
+    for task in (
+        Task("gymnasium:CartPole-v1", "CartPole-v1", 100_000, "return", 475.0, 8192),
+        Task(
+            "minigrid:MiniGrid-Empty-Random-5x5-v0",
+            "MiniGrid-Empty-Random-5x5-v0",
+            100_000,
+            "success",
+            0.95,
+            4096,
+        ),
+        Task(
+            "minigrid:MiniGrid-DoorKey-5x5-v0",
+            "MiniGrid-DoorKey-5x5-v0",
+            100_000,
+            "success",
+            0.95,
+            8192,
+        ),
+    )
+}
+
+
+class Curve(Callback):
+    """Records every periodic evaluation of an entityrl run; stops it at the task's target."""
+
+    def __init__(self, task: Task) -> None:
+        self.task = task
+        self.started = time.time()
+        self.points: list[tuple[int, float, float, float]] = []
+
+    def on_eval(self, trainer: Trainer, evaluation: Evaluation) -> None:
+        success = evaluation.mean("success") if "success" in evaluation.metrics else math.nan
+        mean_return = evaluation.mean()
+        self.points.append((trainer.step, time.time() - self.started, mean_return, success))
+        if (mean_return if self.task.metric == "return" else success) >= self.task.target:
+            trainer.request_stop(f"evaluation {self.task.metric} reached {self.task.target}")
+
+
+def entityrl_run(task: Task, seed: int) -> dict[str, Any]:
+    curve = Curve(task)
+    overrides = [
+        f"seed={seed}",
+        f"eval.interval={task.interval}",
+        f"eval.episodes={EVAL_EPISODES}",
+        f"eval.num_envs={EVAL_EPISODES}",  # one episode each, as SB3's evaluation
+        "eval.stop_at_target=false",  # the Curve callback stops at the task's target
+    ]
+    result = run(config_path_for(task.name), threads=1, overrides=overrides, callbacks=[curve])
+    return {**result, "curve": curve.points}
+
+
+def sb3_run(python: str, task: Task, seed: int) -> dict[str, Any]:
     script = Path(__file__).parent / "sb3_ppo.py"
     out = subprocess.run(
-        [python, str(script), "--env", env_id, "--seed", str(seed), "--steps", str(steps),
-         "--episodes", str(EPISODES)],
+        [python, str(script), "--env", task.gym_id, "--seed", str(seed),
+         "--steps", str(task.sb3_steps), "--episodes", str(EPISODES),
+         "--eval-interval", str(task.interval), "--eval-episodes", str(EVAL_EPISODES),
+         "--stop-metric", task.metric, "--stop-at", str(task.target)],
         check=True, capture_output=True, text=True,
     )  # fmt: skip
     return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def load_average() -> float:
+    return float(Path("/proc/loadavg").read_text().split()[0])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sb3-python", required=True, help="python of a venv with SB3")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--tasks", nargs="+", choices=sorted(TASKS), default=sorted(TASKS))
+    parser.add_argument("--curves", type=Path, help="write every evaluation here (JSON)")
     parser.add_argument("--write", action="store_true", help="update benchmarks/RESULTS.md")
     args = parser.parse_args()
     torch.set_num_threads(1)
     lines = [
-        "| task | trainer | seed | steps | return reached | wall time (s) |",
-        "|---|---|---|---:|---:|---:|",
+        "| task | trainer | seed | steps | wall time (s) | return | success | load average |",
+        "|---|---|---|---:|---:|---:|---:|---:|",
     ]
-    medians = []
-    for name, (gym_id, sb3_steps) in TASKS.items():
-        ours, theirs = [], []
+    medians = [
+        "| task | trainer | median steps | median wall time (s) | median return | median success |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    curves: dict[str, dict[str, list[Any]]] = {}
+    for gym_id in args.tasks:
+        task = TASKS[gym_id]
+        results: dict[str, list[dict[str, Any]]] = {"entityrl": [], "SB3 PPO": []}
         for seed in args.seeds:
-            r = run(config_path_for(name), threads=1, overrides=[f"seed={seed}"])
-            ours.append((float(r["reached"]), float(r["seconds"])))
-            s = sb3(args.sb3_python, gym_id, seed, sb3_steps)
-            theirs.append((s["reached"], s["seconds"]))
-            for trainer, steps, (reached, seconds) in (
-                ("entityrl", r["steps"], ours[-1]), ("SB3 PPO", sb3_steps, theirs[-1])
-            ):  # fmt: skip
+            for trainer in results:
+                # One training at a time; the load average says what else the machine ran.
+                if trainer == "entityrl":
+                    r = entityrl_run(task, seed)
+                else:
+                    r = sb3_run(args.sb3_python, task, seed)
+                r["load"] = load_average()
+                results[trainer].append(r)
+                curves.setdefault(gym_id, {}).setdefault(trainer, []).append(r["curve"])
+                success = f"{r['success']:.3g}" if task.metric == "success" else "-"
                 lines.append(
-                    f"| {gym_id} | {trainer} | {seed} | {steps:,} | {reached:.1f} | {seconds:.0f} |"
+                    f"| {gym_id} | {trainer} | {seed} | {r['steps']:,} | {r['seconds']:.1f} "
+                    f"| {r['reached']:.3g} | {success} | {r['load']:.1f} |"
                 )
                 print(lines[-1], flush=True)
-        for trainer, results in (("entityrl", ours), ("SB3 PPO", theirs)):
+        for trainer, runs in results.items():
+
+            def median(key: str, runs: list[dict[str, Any]] = runs) -> float:
+                return statistics.median(float(r[key]) for r in runs)
+
+            success = f"{median('success'):.3g}" if task.metric == "success" else "-"
             medians.append(
-                f"| {gym_id} | {trainer} | {statistics.median(x for x, _ in results):.1f} "
-                f"| {statistics.median(t for _, t in results):.0f} |"
+                f"| {gym_id} | {trainer} | {median('steps'):,.0f} | {median('seconds'):.1f} "
+                f"| {median('reached'):.3g} | {success} |"
             )
-    summary = "\n".join(
-        [
-            "| task | trainer | median return | median wall time (s) |",
-            "|---|---|---:|---:|",
-            *medians,
-        ]
-    )
+    summary = "\n".join(medians)
     print(summary)
+    if args.curves:
+        args.curves.write_text(json.dumps(curves))
     if args.write:
         replace_section(
             "Side by side with Stable-Baselines3 (benchmarks/external.py)",
             f"Command: `python benchmarks/external.py --sb3-python /work/venvs/sb3/bin/python "
-            f"--seeds {' '.join(map(str, args.seeds))} --write`\n\nMachine: {machine()}; one "
-            f"torch thread each; the runs take turns on the shared cores (other jobs ran too, "
-            f"so wall times move by tens of percent). Returns: {EPISODES} fresh episodes with "
-            f"sampled actions.\n\n{summary}\n\n{chr(10).join(lines)}\n",
+            f"--seeds {' '.join(map(str, args.seeds))} --tasks {' '.join(args.tasks)} "
+            f"--write`\n\nMachine: {machine()}; one torch thread each, one training at a "
+            f"time (the load average is the machine's, other jobs included). Returns and "
+            f"success: {EPISODES} fresh episodes with sampled actions.\n\n{summary}\n\n"
+            f"{chr(10).join(lines)}\n",
         )
 
 

@@ -23,13 +23,19 @@ from _peer import machine
 from results import replace_section
 
 from entityrl.training import evaluate, load_agent, make_eval_env
+from entityrl.training.callbacks import Callback
 from entityrl.training.config import CONFIG_DIR, load_config
 from entityrl.training.runner import Trainer
 
 EPISODES = 400
 
 
-def run(path: Path, threads: int, overrides: Sequence[str] = ()) -> dict[str, float | str]:
+def run(
+    path: Path, threads: int, overrides: Sequence[str] = (), callbacks: Sequence[Callback] = ()
+) -> dict[str, float | str]:
+    """Train ``path``'s config and evaluate the final agent: its mean return (``reached``), and
+    its success rate when the environment reports ``success``; ``steps`` as trained (a run
+    may stop before ``total_timesteps``)."""
     with tempfile.TemporaryDirectory() as run_dir:
         config = load_config(
             path,
@@ -37,17 +43,19 @@ def run(path: Path, threads: int, overrides: Sequence[str] = ()) -> dict[str, fl
              f"torch_threads={threads}", *overrides],
         )  # fmt: skip
         started = time.time()
-        Trainer(config).run()
+        result = Trainer(config, callbacks=callbacks).run()
         seconds = time.time() - started
         agent = load_agent(run_dir, seed=0)
         with make_eval_env(agent, num_envs=16, seed=12345) as env:
-            reached = evaluate(agent, env, EPISODES).mean()
+            evaluation = evaluate(agent, env, EPISODES)
+    success = evaluation.mean("success") if "success" in evaluation.metrics else float("nan")
     return {
         "env": config.env.id,
         "config": path.name,
-        "steps": config.total_timesteps,
+        "steps": result.steps,
         "target": config.target_return if config.target_return is not None else float("nan"),
-        "reached": reached,
+        "reached": evaluation.mean(),
+        "success": success,
         "seconds": seconds,
     }
 

@@ -1,7 +1,15 @@
 """Stable-Baselines3 PPO on a Gymnasium task, run in SB3's own virtual environment.
 
 Not part of entityrl (it imports no entityrl code): benchmarks/external.py starts it with the
-Python of a venv holding stable-baselines3 and reads the one JSON line it prints.
+Python of a venv holding stable-baselines3 (and minigrid for the MiniGrid tasks) and reads the
+one JSON line it prints: the training wall time, the steps trained, the final agent's mean
+return and success rate over fresh episodes (sampled actions), and the learning curve.
+
+Like entityrl's periodic evaluation, every ``--eval-interval`` steps the agent plays
+``--eval-episodes`` episodes with sampled actions; the curve records (steps, seconds, mean
+return, success rate) after each, and with ``--stop-metric`` training ends at the first
+evaluation whose mean of that metric reaches ``--stop-at``. The evaluations count in the wall
+time, as entityrl's do.
 
 usage: SB3_PYTHON benchmarks/sb3_ppo.py --env CartPole-v1 --seed 1 --steps 100000
 """
@@ -11,23 +19,89 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from typing import Any
 
 import gymnasium
 import numpy as np
 import torch
 from stable_baselines3 import PPO
+from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.evaluation import evaluate_policy
+from stable_baselines3.common.vec_env import VecEnv, VecNormalize, sync_envs_normalization
 
-# RL Baselines3 Zoo's tuned hyperparameters for CartPole-v1 (linear schedules as there).
-ZOO = {
+# RL Baselines3 Zoo's tuned hyperparameters (rl_zoo3/hyperparams/ppo.yml; linear schedules as
+# there). Its MiniGrid entries share one set: FlatObsWrapper, normalized observations and
+# rewards, an MLP.
+MINIGRID = {
+    "n_envs": 8, "wrapper": "FlatObsWrapper", "normalize": True,
+    "kwargs": {
+        "n_steps": 128, "batch_size": 64, "gae_lambda": 0.95, "gamma": 0.99, "n_epochs": 10,
+        "ent_coef": 0.0, "learning_rate": 2.5e-4, "clip_range": 0.2,
+    },
+}  # fmt: skip
+ZOO: dict[str, dict[str, Any]] = {
     "CartPole-v1": {
-        "n_envs": 8,
+        "n_envs": 8, "wrapper": None, "normalize": False,
         "kwargs": {
             "n_steps": 32, "batch_size": 256, "gae_lambda": 0.8, "gamma": 0.98, "n_epochs": 20,
             "ent_coef": 0.0, "learning_rate": lambda f: 0.001 * f, "clip_range": lambda f: 0.2 * f,
         },
     },
+    "MiniGrid-DoorKey-5x5-v0": MINIGRID,
+    "MiniGrid-Empty-Random-5x5-v0": MINIGRID,
 }  # fmt: skip
+
+
+def make_env(env_id: str, n: int, seed: int) -> VecEnv:
+    spec = ZOO[env_id]
+    wrapper = None
+    if spec["wrapper"]:
+        import minigrid.wrappers
+
+        wrapper = getattr(minigrid.wrappers, spec["wrapper"])
+    return make_vec_env(env_id, n_envs=n, seed=seed, wrapper_class=wrapper)
+
+
+def play(model: PPO, env: VecEnv, episodes: int) -> tuple[float, float]:
+    """Mean return and success rate (return > 0: MiniGrid rewards only reaching the goal)
+    of ``episodes`` episodes with sampled actions."""
+    returns, _ = evaluate_policy(
+        model, env, n_eval_episodes=episodes, deterministic=False, return_episode_rewards=True
+    )
+    returns = np.asarray(returns, dtype=np.float64)
+    return float(returns.mean()), float((returns > 0).mean())
+
+
+class PeriodicEvaluation(BaseCallback):
+    """Plays ``episodes`` every ``interval`` steps; records the curve; stops at the target."""
+
+    def __init__(
+        self,
+        eval_env: VecEnv,
+        interval: int,
+        episodes: int,
+        metric: str | None,
+        target: float,
+        started: float,
+    ) -> None:
+        super().__init__()
+        self.eval_env, self.interval, self.episodes = eval_env, interval, episodes
+        self.metric, self.target = metric, target
+        self.next_eval = interval
+        self.started = started
+        self.curve: list[tuple[int, float, float, float]] = []
+
+    def _on_step(self) -> bool:
+        if self.interval <= 0 or self.num_timesteps < self.next_eval:
+            return True
+        while self.next_eval <= self.num_timesteps:
+            self.next_eval += self.interval
+        sync_envs_normalization(self.training_env, self.eval_env)
+        mean_return, success = play(self.model, self.eval_env, self.episodes)
+        self.curve.append((self.num_timesteps, time.time() - self.started, mean_return, success))
+        reached = {"return": mean_return, "success": success}.get(self.metric or "")
+        return reached is None or reached < self.target
 
 
 def main() -> None:
@@ -36,33 +110,43 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--steps", type=int, default=100_000)
     parser.add_argument("--episodes", type=int, default=400)
+    parser.add_argument("--eval-interval", type=int, default=0)
+    parser.add_argument("--eval-episodes", type=int, default=32)
+    parser.add_argument("--stop-metric", choices=["return", "success"])
+    parser.add_argument("--stop-at", type=float, default=float("inf"))
     args = parser.parse_args()
     torch.set_num_threads(1)
     spec = ZOO[args.env]
-    env = make_vec_env(args.env, n_envs=spec["n_envs"], seed=args.seed)
+    started = time.time()  # as entityrl's time: from building the environments on
+    env = make_env(args.env, spec["n_envs"], args.seed)
+    eval_env = make_env(args.env, args.eval_episodes, args.seed + 10_000)  # one episode each
+    if spec["normalize"]:
+        env = VecNormalize(env)
+        eval_env = VecNormalize(eval_env, training=False, norm_reward=False)
     model = PPO("MlpPolicy", env, seed=args.seed, device="cpu", **spec["kwargs"])
-    started = time.time()
-    model.learn(total_timesteps=args.steps)
+    callback = PeriodicEvaluation(
+        eval_env, args.eval_interval, args.eval_episodes, args.stop_metric, args.stop_at, started
+    )
+    model.learn(total_timesteps=args.steps, callback=callback)
     seconds = time.time() - started
-    returns = evaluate(model, args.env, args.episodes, seed=12345)
-    print(json.dumps({"steps": args.steps, "seconds": seconds, "reached": float(np.mean(returns))}))
-
-
-def evaluate(model: PPO, env_id: str, episodes: int, seed: int) -> list[float]:
-    """Returns of ``episodes`` episodes with sampled actions (as entityrl's evaluation)."""
-    env = gymnasium.make(env_id)
-    returns = []
-    for episode in range(episodes):
-        obs, _ = env.reset(seed=seed + episode)
-        total, done = 0.0, False
-        while not done:
-            action, _ = model.predict(obs, deterministic=False)
-            obs, reward, terminated, truncated, _ = env.step(action)
-            total += float(reward)
-            done = terminated or truncated
-        returns.append(total)
-    return returns
+    final_env = make_env(args.env, 16, 12345)
+    if spec["normalize"]:
+        final_env = VecNormalize(final_env, training=False, norm_reward=False)
+        sync_envs_normalization(env, final_env)
+    reached, success = play(model, final_env, args.episodes)
+    print(
+        json.dumps(
+            {
+                "steps": int(model.num_timesteps),
+                "seconds": seconds,
+                "reached": reached,
+                "success": success,
+                "curve": callback.curve,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":
+    gymnasium.logger.min_level = 40  # no warnings about the wrappers on every run
     main()
