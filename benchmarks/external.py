@@ -181,7 +181,8 @@ def main() -> None:
         args.curves.write_text(json.dumps(curves))
     if args.write:
         replace_section(
-            "Side by side with Stable-Baselines3 (benchmarks/external.py)",
+            f"Side by side with Stable-Baselines3: {', '.join(args.tasks)} "
+            "(benchmarks/external.py)",
             f"Command: `python benchmarks/external.py --sb3-python /work/venvs/sb3/bin/python "
             f"--seeds {' '.join(map(str, args.seeds))} --tasks {' '.join(args.tasks)} "
             f"--write`\n\nMachine: {machine()}; one torch thread each, one training at a "

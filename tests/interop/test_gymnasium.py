@@ -14,6 +14,7 @@ from gymnasium.vector import AutoresetMode  # noqa: E402
 from entityrl.env import SerialVecEnv  # noqa: E402
 from entityrl.envs import make, make_vec  # noqa: E402
 from entityrl.envs.cherry_pick import CherryPick  # noqa: E402
+from entityrl.envs.multi_armed_bandit import MultiArmedBandit  # noqa: E402
 from entityrl.envs.multi_snake import MultiSnake  # noqa: E402
 from entityrl.envs.treasure_hunt import TreasureHunt  # noqa: E402
 from entityrl.interop.gym_spaces import (  # noqa: E402
@@ -174,3 +175,15 @@ def test_stable_baselines3_trains_on_an_entityrl_env() -> None:
     model.learn(total_timesteps=128)
     action, _ = model.predict(env.reset(seed=0)[0], deterministic=True)
     assert env.action_space.contains(np.asarray(action).item())
+
+
+def test_stable_baselines3_learns_an_entityrl_env() -> None:
+    sb3 = pytest.importorskip("stable_baselines3")
+    from stable_baselines3.common.evaluation import evaluate_policy
+
+    env = EntityGymnasiumEnv(MultiArmedBandit(num_steps=4), max_entities={})
+    model = sb3.PPO("MultiInputPolicy", env, n_steps=128, batch_size=64, seed=0, device="cpu")
+    model.learn(total_timesteps=2048)
+    returns, _ = evaluate_policy(model, env, n_eval_episodes=8, return_episode_rewards=True)
+    # Arm A pays 1/4 a step; random play returns 0.2, always A 1.0.
+    assert np.mean(returns) == pytest.approx(1.0)
