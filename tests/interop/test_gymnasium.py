@@ -180,8 +180,9 @@ def test_stable_baselines3_trains_on_an_entityrl_env() -> None:
 def test_stable_baselines3_learns_an_entityrl_env() -> None:
     sb3 = pytest.importorskip("stable_baselines3")
     from stable_baselines3.common.evaluation import evaluate_policy
+    from stable_baselines3.common.monitor import Monitor
 
-    env = EntityGymnasiumEnv(MultiArmedBandit(num_steps=4), max_entities={})
+    env = Monitor(EntityGymnasiumEnv(MultiArmedBandit(num_steps=4), max_entities={}))
     model = sb3.PPO("MultiInputPolicy", env, n_steps=128, batch_size=64, seed=0, device="cpu")
     model.learn(total_timesteps=2048)
     returns, _ = evaluate_policy(model, env, n_eval_episodes=8, return_episode_rewards=True)
