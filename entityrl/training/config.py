@@ -118,7 +118,7 @@ class EvalConfig:
         require_positive("eval", episodes=self.episodes, num_envs=self.num_envs)
 
 
-ALGORITHMS = ("ppo", "bc")
+ALGORITHMS = ("ppo", "bc")  # entityrl.training.algorithms.ALGORITHMS, by name
 
 
 @dataclass
