@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from entityrl.training.algorithms.base import Algorithm, Context, Iteration
 from entityrl.training.algorithms.bc import BehaviourCloning
+from entityrl.training.algorithms.gail import GAIL
 from entityrl.training.algorithms.ppo import PPO
 
 ALGORITHMS: dict[str, type[Algorithm]] = {
-    algorithm.name: algorithm for algorithm in (PPO, BehaviourCloning)
+    algorithm.name: algorithm for algorithm in (PPO, BehaviourCloning, GAIL)
 }
 
-__all__ = ["ALGORITHMS", "PPO", "Algorithm", "BehaviourCloning", "Context", "Iteration"]
+__all__ = ["ALGORITHMS", "GAIL", "PPO", "Algorithm", "BehaviourCloning", "Context", "Iteration"]

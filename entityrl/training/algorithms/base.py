@@ -23,7 +23,7 @@ from entityrl.env.vec_env import VecEnv
 from entityrl.env.vec_obs import VecObs
 from entityrl.nn.input_norm import Combine
 from entityrl.nn.rogue_net import RogueNet
-from entityrl.training.config import TrainConfig
+from entityrl.training.config import ConfigError, TrainConfig
 
 
 @dataclass
@@ -65,6 +65,8 @@ class Algorithm(ABC):
     """One way to train the network. Subclasses set ``name`` (the config's ``algo``)."""
 
     name: ClassVar[str]
+    one_process: ClassVar[bool] = False
+    """Trains in one process only (refuses world_size > 1)."""
 
     @classmethod
     def num_envs(cls, config: TrainConfig) -> int:
@@ -74,6 +76,8 @@ class Algorithm(ABC):
     @classmethod
     def check(cls, config: TrainConfig) -> None:
         """Refuse settings this algorithm cannot run with (ConfigError naming the key)."""
+        if cls.one_process and config.world_size > 1:
+            raise ConfigError(f"algo={cls.name} trains in one process: set world_size=1")
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx

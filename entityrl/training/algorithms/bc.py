@@ -23,7 +23,7 @@ import torch
 from entityrl.algo.bc import bc_step, bc_terms
 from entityrl.training.agent import Agent, evaluate
 from entityrl.training.algorithms.base import Algorithm, Context, Iteration
-from entityrl.training.config import ConfigError, TrainConfig
+from entityrl.training.config import TrainConfig
 from entityrl.training.demonstrations import load_episodes, split
 
 
@@ -31,17 +31,13 @@ class BehaviourCloning(Algorithm):
     """Maximum likelihood of recorded actions, with a validation split and early stopping."""
 
     name = "bc"
+    one_process = True
 
     @classmethod
     def num_envs(cls, config: TrainConfig) -> int:
         # The environments give the spaces the recordings must have and play the evaluation
         # episodes.
         return config.bc.eval_envs
-
-    @classmethod
-    def check(cls, config: TrainConfig) -> None:
-        if config.world_size > 1:
-            raise ConfigError("algo=bc trains in one process: set world_size=1")
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)

@@ -6,7 +6,7 @@ The rewards GAE sees are the environment's, divided by the running scale of the 
 ``ppo.norm_reward`` (:mod:`entityrl.algo.reward_scale`), plus RND's exploration bonus with
 ``rnd.coef`` (:mod:`entityrl.algo.rnd`). With ``bc.strength``, behaviour-cloning steps on
 recorded demonstrations follow each update (:mod:`entityrl.training.demonstrations`).
-Subclasses change where the rewards come from (:class:`~.gail.GAIL`).
+Subclasses change where the task's rewards come from (:class:`~.gail.GAIL`).
 """
 
 from __future__ import annotations
@@ -61,11 +61,17 @@ class PPO(Algorithm):
         remaining = 1.0 - step / self.ctx.config.total_timesteps
         return ppo.ent_coef * (remaining if ppo.anneal_entropy else 1.0)
 
+    def task_rewards(self, rollout: Rollout) -> npt.NDArray[np.float32]:
+        """The rewards of the task, (steps, envs): the environment's, scaled with
+        ppo.norm_reward."""
+        if self.reward_scaler is None:
+            return rollout.rewards
+        return self.reward_scaler(rollout.rewards, rollout.dones, self.ctx.combine)
+
     def rewards(self, rollout: Rollout) -> npt.NDArray[np.float32]:
-        """The rewards GAE estimates advantages from, (steps, envs)."""
-        rewards = rollout.rewards
-        if self.reward_scaler is not None:
-            rewards = self.reward_scaler(rewards, rollout.dones, self.ctx.combine)
+        """The rewards GAE estimates advantages from, (steps, envs): the task's, plus the
+        exploration bonus with RND."""
+        rewards = self.task_rewards(rollout)
         if self.rnd is not None:
             rewards = rewards + self.rnd.bonus(rollout.obs, rollout.next_obs)
         return rewards
