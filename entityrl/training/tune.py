@@ -135,13 +135,18 @@ class _InterruptedError(Exception):
 
 
 class _Report(Callback):
-    """Reports the running mean return to the trial; stops the run if the pruner says so."""
+    """Reports the running mean return to the trial; stops the run if the pruner says so, or
+    if Ctrl-C came while the trainer was not yet listening for it (during its setup)."""
 
-    def __init__(self, trial: optuna.Trial) -> None:
+    def __init__(self, trial: optuna.Trial, interrupted: Callable[[], bool]) -> None:
         self.trial = trial
+        self.interrupted = interrupted
         self.pruned = False
 
     def on_iteration(self, trainer: Trainer, metrics: dict[str, float]) -> None:
+        if self.interrupted():
+            trainer.request_stop("interrupted")
+            return
         value = trainer.mean_return
         if value is None:
             return
@@ -197,9 +202,9 @@ class Tuner:
 
         values = {p.key: p.suggest(trial) for p in self.params}
         run_dir = self.study_dir / f"trial-{trial.number:04d}"
-        report = _Report(trial)
+        report = _Report(trial, lambda: self.stop_requested)
         result = train(config=self.config_for(values, run_dir), callbacks=[report])
-        if result.interrupted:
+        if result.interrupted or self.stop_requested:
             self.stop_requested = True
             raise _InterruptedError  # recorded as failed: a resumed study runs it again
         if report.pruned:
@@ -240,7 +245,15 @@ class Tuner:
 
     def write_best(self, study: optuna.Study) -> Path | None:
         """``best.yaml``: the base config with the best trial's values (atomically)."""
-        complete = [t for t in study.trials if t.value is not None and math.isfinite(t.value)]
+        from optuna.trial import TrialState
+
+        # Only complete trials were evaluated: Optuna gives a pruned trial its last running
+        # training return as value, which is not comparable with an evaluation's mean.
+        complete = [
+            t
+            for t in study.trials
+            if t.state == TrialState.COMPLETE and t.value is not None and math.isfinite(t.value)
+        ]
         if not complete:
             return None
         best = max(complete, key=lambda t: t.value)
