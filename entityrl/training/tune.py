@@ -197,7 +197,6 @@ class Tuner:
     def objective(self, trial: optuna.Trial) -> float:
         import optuna
 
-        from entityrl.training.agent import evaluate, load_agent, make_eval_env
         from entityrl.training.runner import train
 
         values = {p.key: p.suggest(trial) for p in self.params}
@@ -210,11 +209,18 @@ class Tuner:
         if report.pruned:
             self.announce(f"trial {trial.number}: pruned at step {result.steps:,} {values}")
             raise optuna.TrialPruned()
-        agent = load_agent(run_dir, seed=self.seed)
-        with make_eval_env(agent, num_envs=8, seed=self.seed + 12345) as env:
-            value = evaluate(agent, env, self.episodes).mean()
+        value = self.score(run_dir)
         self.announce(f"trial {trial.number}: mean return {value:.4f} {values}")
         return value
+
+    def score(self, run_dir: Path) -> float:
+        """A finished trial's value: the mean return of the run's final agent over
+        ``episodes`` evaluation episodes (the same episodes for every trial)."""
+        from entityrl.training.agent import evaluate, load_agent, make_eval_env
+
+        agent = load_agent(run_dir, seed=self.seed)
+        with make_eval_env(agent, num_envs=8, seed=self.seed + 12345) as env:
+            return float(evaluate(agent, env, self.episodes).mean())
 
     def run(self, trials: int) -> optuna.Study:
         """Run trials until the study holds ``trials`` finished (complete or pruned) ones."""
