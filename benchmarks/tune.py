@@ -154,8 +154,8 @@ def main() -> None:
             body = measure(env, args.trials, args.seeds, args.threads, Path(tmp))
         print(body)
         if args.write:
-            replace_section(f"Hyperparameter search against the shipped config: {env} "
-                            "(benchmarks/tune.py)", body)  # fmt: skip
+            replace_section(f"Hyperparameter search against the shipped config: {env}, "
+                            f"{args.trials} trials (benchmarks/tune.py)", body)  # fmt: skip
 
 
 if __name__ == "__main__":
