@@ -23,6 +23,7 @@ from entityrl.env import (
 )
 from entityrl.envs import REGISTRY, make, make_vec
 from entityrl.export import export_bytes
+from entityrl.export.one_observation import ExportError
 from entityrl.inference import OnnxPolicy
 from entityrl.nn.embedding import TranslationConfig
 from entityrl.nn.relpos import RelposConfig
@@ -149,6 +150,10 @@ def test_every_shipped_config_exports_and_decides_as_torch(config_file: Path) ->
         pytest.skip(f"{config_file.name}: {err}")
     agent = untrained_agent(vec.obs_space, vec.action_space, config.env.id, config=config.net)
     vec.close()
+    if config.net.memory:  # a recurrent state is not part of the exported model (yet)
+        with pytest.raises(ExportError, match=r"net\.memory"):
+            export_bytes(agent)
+        return
     policy = OnnxPolicy(export_bytes(agent))
     found = []
     cls = REGISTRY.get(config.env.id)
