@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from entityrl.env.spaces import ActionSpace
-from entityrl.env.vec_obs import VecCategoricalMask, VecObs
+from entityrl.env.vec_obs import VecCategoricalMask, VecContinuousMask, VecObs
 from entityrl.play.entities import ROW, RowEntities
 from entityrl.ragged import RaggedArray
 
@@ -51,6 +51,11 @@ def legal_turns(
         actors = mask.actors[ROW][:, 0].tolist()
         if not actors:
             continue
+        if isinstance(mask, VecContinuousMask):
+            raise ValueError(
+                f"action {name!r} is continuous: the player offers categorical and "
+                "select-entity choices only"
+            )
         if isinstance(mask, VecCategoricalMask):
             labels = action_space[name].choices  # type: ignore[union-attr]
             legal = (
