@@ -45,17 +45,15 @@ class Turn:
 def legal_turns(
     obs: VecObs, action_space: Mapping[str, ActionSpace], entities: RowEntities
 ) -> list[Turn]:
-    """Every (action, actor) pair of row 0, in action-space order then actor order."""
+    """Every (action, actor) pair of row 0, in action-space order then actor order
+    (continuous actions left out: they have values, not choices)."""
     turns: list[Turn] = []
     for name, mask in obs.action_masks.items():
         actors = mask.actors[ROW][:, 0].tolist()
         if not actors:
             continue
         if isinstance(mask, VecContinuousMask):
-            raise ValueError(
-                f"action {name!r} is continuous: the player offers categorical and "
-                "select-entity choices only"
-            )
+            continue  # values, not choices: nothing to list or type
         if isinstance(mask, VecCategoricalMask):
             labels = action_space[name].choices  # type: ignore[union-attr]
             legal = (
