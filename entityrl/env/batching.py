@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from entityrl.env.actions import ActionConstructor, kind_of
+from entityrl.env.actions.kind import Unbatching
 from entityrl.env.entities import EntityID, named_entities
 from entityrl.env.observation import Action, Observation
 from entityrl.env.rows import fill_rows, stack_rows
@@ -163,10 +164,8 @@ class Batcher:
             chosen = actions.get(name)
             if chosen is None:
                 continue
-            steps = self._kinds[name].unbatch(
-                space, chosen, observations, name, self.type_names, self._make[name]
-            )
-            for i, action in steps:
+            to = Unbatching(observations, name, self.type_names, self._make[name])
+            for i, action in self._kinds[name].unbatch(space, chosen, to):
                 per_env[i][name] = action
         return per_env
 

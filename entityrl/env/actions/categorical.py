@@ -9,15 +9,15 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from entityrl.env.actions.kind import ActionConstructor, PerActorKind
+from entityrl.env.actions.kind import ActionKind, PerActorKind, Unbatching
 from entityrl.env.entities import EntityID
 from entityrl.env.rows import all_true, fill_rows, locate
 from entityrl.ragged import RaggedArray
 
 
 @dataclass(frozen=True)
-class CategoricalActionSpace:
-    """Each acting entity picks one of ``choices`` (labels, shown to people and in logs)."""
+class ChoiceSpace:
+    """One of ``choices`` (labels, shown to people and in logs) per actor."""
 
     choices: Sequence[str]
 
@@ -28,6 +28,11 @@ class CategoricalActionSpace:
 
     def __len__(self) -> int:
         return len(self.choices)
+
+
+@dataclass(frozen=True)
+class CategoricalActionSpace(ChoiceSpace):
+    """Each acting entity picks one of ``choices`` (labels, shown to people and in logs)."""
 
 
 @dataclass
@@ -89,34 +94,14 @@ class VecCategoricalMask:
         return VecCategoricalMask(actors, RaggedArray.concat(filled))
 
 
-class CategoricalKind(PerActorKind):
-    space = CategoricalActionSpace
-    mask = CategoricalActionMask
-    action = CategoricalAction
+class Choices(ActionKind):
+    """What categorical and global categorical kinds share: one choice among the space's
+    ``choices`` per actor, masked."""
+
     vec_mask = VecCategoricalMask
 
     def from_data(self, data: Mapping[str, Any]) -> Any:
         return self.space(data["choices"])
-
-    def batch_mask(self, space: Any, specs: Sequence[Any], index: Any) -> VecCategoricalMask:
-        actors = self.actors(specs, index)
-        masks = [(i, s.mask) for i, s in enumerate(specs) if s is not None and s.mask is not None]
-        return VecCategoricalMask(
-            actors, fill_rows(masks, actors.lengths, [m for _, m in masks], len(space))
-        )
-
-    def unbatch(
-        self,
-        space: Any,
-        values: RaggedArray,
-        observations: Sequence[Any],
-        name: str,
-        type_names: Sequence[str],
-        make: ActionConstructor,
-    ) -> Iterator[tuple[int, Any]]:
-        chosen = values.data[:, 0]
-        for i, _, actors, lo, hi in self.named_actors(values, observations, name, type_names):
-            yield i, make(actors, chosen[lo:hi], space.choices)
 
     def check_values(self, name: str, space: Any, values: RaggedArray, mask: Any) -> None:
         super().check_values(name, space, values, mask)
@@ -126,6 +111,24 @@ class CategoricalKind(PerActorKind):
         self, space: Any, mask: VecCategoricalMask, rng: np.random.Generator
     ) -> npt.NDArray[np.int64]:
         return random_choices(mask, len(space), rng)
+
+
+class CategoricalKind(Choices, PerActorKind):
+    space = CategoricalActionSpace
+    mask = CategoricalActionMask
+    action = CategoricalAction
+
+    def batch_mask(self, space: Any, specs: Sequence[Any], index: Any) -> VecCategoricalMask:
+        actors = self.actors(specs, index)
+        masks = [(i, s.mask) for i, s in enumerate(specs) if s is not None and s.mask is not None]
+        return VecCategoricalMask(
+            actors, fill_rows(masks, actors.lengths, [m for _, m in masks], len(space))
+        )
+
+    def unbatch(self, space: Any, values: RaggedArray, to: Unbatching) -> Iterator[tuple[int, Any]]:
+        chosen = values.data[:, 0]
+        for i, _, actors, lo, hi in self.named_actors(values, to):
+            yield i, to.make(actors, chosen[lo:hi], space.choices)
 
     def validate_mask(self, check: Any, field: str, space: Any, spec: Any) -> None:
         actors = check.entities(f"{field}.actor", spec.actor_ids, spec.actor_types)

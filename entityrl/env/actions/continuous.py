@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from entityrl.env.actions.kind import ActionConstructor, ActionKind, PerActorKind
+from entityrl.env.actions.kind import ActionKind, PerActorKind, Unbatching
 from entityrl.env.entities import EntityID
 from entityrl.env.rows import locate
 from entityrl.ragged import RaggedArray
@@ -125,6 +125,9 @@ class BoundedValues(ActionKind):
     def from_data(self, data: Mapping[str, Any]) -> Any:
         return self.space(data["dims"], data["low"], data["high"])
 
+    def batch_mask(self, space: Any, specs: Sequence[Any], index: Any) -> VecContinuousMask:
+        return VecContinuousMask(self.actors(specs, index))  # type: ignore[attr-defined]
+
     def to_env(self, space: Any, values: RaggedArray) -> RaggedArray:
         low = np.asarray(space.low, dtype=np.float32)
         high = np.asarray(space.high, dtype=np.float32)
@@ -173,21 +176,10 @@ class ContinuousKind(BoundedValues, PerActorKind):
     mask = ContinuousActionMask
     action = ContinuousAction
 
-    def batch_mask(self, space: Any, specs: Sequence[Any], index: Any) -> VecContinuousMask:
-        return VecContinuousMask(self.actors(specs, index))
-
-    def unbatch(
-        self,
-        space: Any,
-        values: RaggedArray,
-        observations: Sequence[Any],
-        name: str,
-        type_names: Sequence[str],
-        make: ActionConstructor,
-    ) -> Iterator[tuple[int, Any]]:
+    def unbatch(self, space: Any, values: RaggedArray, to: Unbatching) -> Iterator[tuple[int, Any]]:
         clipped = self.to_env(space, values).data
-        for i, _, actors, lo, hi in self.named_actors(values, observations, name, type_names):
-            yield i, make(actors, clipped[lo:hi], space.dims)
+        for i, _, actors, lo, hi in self.named_actors(values, to):
+            yield i, to.make(actors, clipped[lo:hi], space.dims)
 
     def validate_mask(self, check: Any, field: str, space: Any, spec: Any) -> None:
         check.entities(f"{field}.actor", spec.actor_ids, spec.actor_types)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,29 +10,19 @@ import numpy as np
 import numpy.typing as npt
 
 from entityrl.env.actions.categorical import (
+    Choices,
+    ChoiceSpace,
     VecCategoricalMask,
-    check_choices,
-    random_choices,
     validate_vec_choices,
 )
-from entityrl.env.actions.kind import ActionConstructor, GlobalKind
+from entityrl.env.actions.kind import GlobalKind, Unbatching
 from entityrl.env.rows import fill_rows
 from entityrl.ragged import RaggedArray
 
 
 @dataclass(frozen=True)
-class GlobalCategoricalActionSpace:
+class GlobalCategoricalActionSpace(ChoiceSpace):
     """One choice among ``choices`` per step, made for the whole observation."""
-
-    choices: Sequence[str]
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "choices", tuple(self.choices))
-        if not self.choices:
-            raise ValueError("GlobalCategoricalActionSpace needs at least one choice")
-
-    def __len__(self) -> int:
-        return len(self.choices)
 
 
 @dataclass
@@ -51,14 +41,10 @@ class GlobalCategoricalAction:
     label: str
 
 
-class GlobalCategoricalKind(GlobalKind):
+class GlobalCategoricalKind(Choices, GlobalKind):
     space = GlobalCategoricalActionSpace
     mask = GlobalCategoricalActionMask
     action = GlobalCategoricalAction
-    vec_mask = VecCategoricalMask
-
-    def from_data(self, data: Mapping[str, Any]) -> Any:
-        return self.space(data["choices"])
 
     def batch_mask(self, space: Any, specs: Sequence[Any], index: Any) -> VecCategoricalMask:
         actors = self.actors(specs, index)
@@ -68,31 +54,11 @@ class GlobalCategoricalKind(GlobalKind):
             actors, fill_rows(masks, actors.lengths, [[m] for _, m in masks], len(space))
         )
 
-    def unbatch(
-        self,
-        space: Any,
-        values: RaggedArray,
-        observations: Sequence[Any],
-        name: str,
-        type_names: Sequence[str],
-        make: ActionConstructor,
-    ) -> Iterator[tuple[int, Any]]:
+    def unbatch(self, space: Any, values: RaggedArray, to: Unbatching) -> Iterator[tuple[int, Any]]:
         chosen = values.data[:, 0]
-        starts = values.offsets.tolist()
-        choices = space.choices
-        for i, obs in enumerate(observations):
-            if name in obs.actions:
-                index = int(chosen[starts[i]])
-                yield i, make(index, choices[index])
-
-    def check_values(self, name: str, space: Any, values: RaggedArray, mask: Any) -> None:
-        super().check_values(name, space, values, mask)
-        check_choices(name, values, mask, len(space))
-
-    def random(
-        self, space: Any, mask: VecCategoricalMask, rng: np.random.Generator
-    ) -> npt.NDArray[np.int64]:
-        return random_choices(mask, len(space), rng)
+        for i, item in self.offered_rows(values, to):
+            index = int(chosen[item])
+            yield i, to.make(index, space.choices[index])
 
     def validate_mask(self, check: Any, field: str, space: Any, spec: Any) -> None:
         mask = check.mask(f"{field}.mask", spec.mask, (len(space),), "(choices,)")

@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from entityrl.env.actions.continuous import BoundedSpace, BoundedValues, VecContinuousMask
-from entityrl.env.actions.kind import ActionConstructor, GlobalKind
+from entityrl.env.actions.continuous import BoundedSpace, BoundedValues
+from entityrl.env.actions.kind import GlobalKind, Unbatching
 from entityrl.ragged import RaggedArray
 
 
@@ -39,23 +39,10 @@ class GlobalContinuousKind(BoundedValues, GlobalKind):
     mask = GlobalContinuousActionMask
     action = GlobalContinuousAction
 
-    def batch_mask(self, space: Any, specs: Sequence[Any], index: Any) -> VecContinuousMask:
-        return VecContinuousMask(self.actors(specs, index))
-
-    def unbatch(
-        self,
-        space: Any,
-        values: RaggedArray,
-        observations: Sequence[Any],
-        name: str,
-        type_names: Sequence[str],
-        make: ActionConstructor,
-    ) -> Iterator[tuple[int, Any]]:
+    def unbatch(self, space: Any, values: RaggedArray, to: Unbatching) -> Iterator[tuple[int, Any]]:
         clipped = self.to_env(space, values).data
-        starts = values.offsets.tolist()
-        for i, obs in enumerate(observations):
-            if name in obs.actions:
-                yield i, make(clipped[starts[i]], space.dims)
+        for i, item in self.offered_rows(values, to):
+            yield i, to.make(clipped[item], space.dims)
 
     def validate_mask(self, check: Any, field: str, space: Any, spec: Any) -> None:
         """Nothing to check: the mask only says that the action is taken."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -24,6 +25,18 @@ from entityrl.ragged import RaggedArray
 ActionConstructor = Callable[..., Any]
 """Builds the action handed to an environment, from the arguments of entityrl's own action
 class of the kind (in their order)."""
+
+
+@dataclass(frozen=True)
+class Unbatching:
+    """What turning one action's batched values into per-environment actions needs besides
+    the values: the observations they answer, the action's name, the entity types in batch
+    order, and the constructor of the actions handed to the environments."""
+
+    observations: Sequence[Any]
+    name: str
+    type_names: Sequence[str]
+    make: ActionConstructor
 
 
 class ActionKind(ABC):
@@ -64,16 +77,8 @@ class ActionKind(ABC):
         batcher's entity index) turns actor and actee specifications into entity indices."""
 
     @abstractmethod
-    def unbatch(
-        self,
-        space: Any,
-        values: RaggedArray,
-        observations: Sequence[Any],
-        name: str,
-        type_names: Sequence[str],
-        make: ActionConstructor,
-    ) -> Iterator[tuple[int, Any]]:
-        """``(environment, action)`` for every environment offered the action ``name``."""
+    def unbatch(self, space: Any, values: RaggedArray, to: Unbatching) -> Iterator[tuple[int, Any]]:
+        """``(environment, action)`` for every environment offered the action."""
 
     def to_env(self, space: Any, values: RaggedArray) -> RaggedArray:
         """The values an environment receives for ``values`` the policy gave (the same, unless
@@ -130,16 +135,13 @@ class PerActorKind(ActionKind):
         return index.select([None if s is None else (s.actor_ids, s.actor_types) for s in specs])  # type: ignore[no-any-return]
 
     def named_actors(
-        self,
-        values: RaggedArray,
-        observations: Sequence[Any],
-        name: str,
-        type_names: Sequence[str],
+        self, values: RaggedArray, to: Unbatching
     ) -> Iterator[tuple[int, Any, list[EntityID], int, int]]:
         """For every environment offered the action: ``(environment, its mask, actor ids,
         first item, end item)`` of its row of ``values``."""
         bounds = values.offsets.tolist()
-        for i, obs in enumerate(observations):
+        name, type_names = to.name, to.type_names
+        for i, obs in enumerate(to.observations):
             spec = obs.actions.get(name)
             if spec is None:
                 continue
@@ -173,6 +175,13 @@ class GlobalKind(ActionKind):
 
     def offered(self, obs: Any, type_order: Sequence[str], spec: Any) -> int:
         return 1
+
+    def offered_rows(self, values: RaggedArray, to: Unbatching) -> Iterator[tuple[int, int]]:
+        """``(environment, its item of values)`` for every environment offered the action."""
+        starts = values.offsets.tolist()
+        for i, obs in enumerate(to.observations):
+            if to.name in obs.actions:
+                yield i, starts[i]
 
     def validate_vec_actors(self, check: Any, field: str, mask: Any) -> None:
         actors = check.ragged(

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from entityrl.env.actions.kind import ActionConstructor, PerActorKind
+from entityrl.env.actions.kind import PerActorKind, Unbatching
 from entityrl.env.entities import EntityID, named_entities
 from entityrl.env.rows import all_true, fill_rows, locate
 from entityrl.ragged import RaggedArray
@@ -104,23 +104,15 @@ class SelectEntityKind(PerActorKind):
         mask = fill_rows(masks, actors.lengths * actees.lengths, flat, 1)
         return VecSelectEntityMask(actors, actees, mask)
 
-    def unbatch(
-        self,
-        space: Any,
-        values: RaggedArray,
-        observations: Sequence[Any],
-        name: str,
-        type_names: Sequence[str],
-        make: ActionConstructor,
-    ) -> Iterator[tuple[int, Any]]:
+    def unbatch(self, space: Any, values: RaggedArray, to: Unbatching) -> Iterator[tuple[int, Any]]:
         chosen = values.data[:, 0]
-        for i, spec, actors, lo, hi in self.named_actors(values, observations, name, type_names):
+        for i, spec, actors, lo, hi in self.named_actors(values, to):
             if hi > lo:
-                obs = observations[i]
-                candidates = named_entities(obs, type_names, spec.actee_ids, spec.actee_types)
-                yield i, make(actors, [candidates[j] for j in chosen[lo:hi].tolist()])
+                obs = to.observations[i]
+                candidates = named_entities(obs, to.type_names, spec.actee_ids, spec.actee_types)
+                yield i, to.make(actors, [candidates[j] for j in chosen[lo:hi].tolist()])
             else:
-                yield i, make([], [])
+                yield i, to.make([], [])
 
     def check_values(self, name: str, space: Any, values: RaggedArray, mask: Any) -> None:
         super().check_values(name, space, values, mask)
