@@ -122,7 +122,7 @@ def train_rate(name: str, timesteps: int, checks: bool) -> tuple[float, float]:
         )
         marks: dict[str, float] = {}
         trainer = Trainer(config, on_iteration=lambda _: marks.update(last=time.perf_counter()))
-        collect = trainer.sampler.collect
+        collect = trainer.algorithm.sampler.collect
 
         def timed_collect(*args: Any) -> Any:
             if "first" not in marks:
@@ -130,7 +130,7 @@ def train_rate(name: str, timesteps: int, checks: bool) -> tuple[float, float]:
                 spent[0] = 0.0  # the fully validated batches of the reset are not counted
             return collect(*args)
 
-        trainer.sampler.collect = timed_collect  # type: ignore[method-assign]
+        trainer.algorithm.sampler.collect = timed_collect  # type: ignore[method-assign]
         result = trainer.run()
         seconds = marks["last"] - marks["first"]
         return result.steps / seconds, spent[0] / seconds

@@ -186,13 +186,13 @@ def train_ours(name: str, total: int, seed: int, run_dir: str, overrides: list[s
 
     factory = from_entity_gym(ENV_REGISTRY[name], **config.env.kwargs)
     trainer = Trainer(config, factory, on_iteration=on_iteration)
-    collect = trainer.sampler.collect
+    collect = trainer.algorithm.sampler.collect
 
     def timed_collect(*args: Any) -> Any:
         marks.setdefault("first_rollout", time.perf_counter())
         return collect(*args)
 
-    trainer.sampler.collect = timed_collect  # type: ignore[method-assign]
+    trainer.algorithm.sampler.collect = timed_collect  # type: ignore[method-assign]
     result = trainer.run()
     seconds = marks["last_iteration"] - marks["first_rollout"]
     return {

@@ -53,17 +53,17 @@ def run(args: argparse.Namespace) -> int:
     if args.show_config:
         print(to_yaml(config), end="")
         return 0
-    from entityrl.training.imitation import BCTrainer
+    from entityrl.training.runner import Trainer
 
     try:
-        trainer = BCTrainer(config, on_epoch=_report if config.log.progress else None)
+        trainer = Trainer(config, on_iteration=_report if config.log.progress else None)
     except (CheckpointError, ConfigError, DeviceError, AgentError, ValueError) as err:
         print(f"entityrl bc: error: {err}", file=sys.stderr)
         return USAGE_ERROR
     result = trainer.run()
     shown = "n/a" if result.mean_return is None else f"{result.mean_return:.3f}"
     print(
-        f"finished after {trainer.epoch} epochs ({result.steps:,} samples) in "
+        f"finished after {trainer.iteration} epochs ({result.steps:,} samples) in "
         f"{result.seconds:.0f}s; mean return of the last evaluation: {shown}\n"
         f"run directory: {result.run_dir}\n"
         f"  evaluate: entityrl eval {result.run_dir}\n"

@@ -11,6 +11,7 @@ environment           expert                                                    
 CherryPick            the best remaining cherry                                  1.0
 PickMatchingBalls     a ball of the most common color, until none is left        1.0
 TreasureHunt          a shortest path (avoiding traps) to the nearest treasure   5.0
+Corridor              always right                                               1.0
 ====================  =========================================================  ==========
 """
 
@@ -35,6 +36,14 @@ class CherryPickExpert:
     def act(self, obs: VecObs) -> dict[str, RaggedArray]:
         quality = obs.features["Cherry"].data[:, 0].astype(np.float64)
         return {"Pick Cherry": _best_of_type(obs, "Pick Cherry", "Cherry", quality)}
+
+
+class CorridorExpert:
+    """Corridor: walk right to the end (the walker's one move per step)."""
+
+    def act(self, obs: VecObs) -> dict[str, RaggedArray]:
+        actors = obs.action_masks["Move"].actors
+        return {"Move": RaggedArray(np.ones_like(actors.data), actors.lengths)}
 
 
 class PickMatchingBallsExpert:
@@ -133,5 +142,6 @@ EXPERTS = {
     "CherryPick": CherryPickExpert,
     "PickMatchingBalls": PickMatchingBallsExpert,
     "TreasureHunt": TreasureHuntExpert,
+    "Corridor": CorridorExpert,
 }
 """The scripted expert of each environment that has one, by registered name."""

@@ -25,6 +25,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from entityrl.algo.bc import BCConfig
+from entityrl.algo.gail import GAILConfig
 from entityrl.algo.ppo import OptimConfig, PPOConfig, require_positive
 from entityrl.algo.rnd import RNDConfig
 from entityrl.nn.device import check_device_setting
@@ -118,7 +119,7 @@ class EvalConfig:
         require_positive("eval", episodes=self.episodes, num_envs=self.num_envs)
 
 
-ALGORITHMS = ("ppo", "bc")
+ALGORITHMS = ("ppo", "bc", "gail")  # entityrl.training.algorithms.ALGORITHMS, by name
 
 
 @dataclass
@@ -153,9 +154,11 @@ class TrainConfig:
     target_return: float | None = None
     """The mean episode return this configuration is known to reach within total_timesteps."""
     algo: str = "ppo"
-    """The algorithm: ppo (reinforcement learning in the environment) or bc (behaviour cloning
-    from the recordings in bc.demos; `entityrl bc`)."""
+    """The algorithm: ppo (reinforcement learning in the environment), bc (behaviour cloning
+    from the recordings in bc.demos; `entityrl bc`) or gail (PPO on a reward learned from the
+    recordings in bc.demos)."""
     bc: BCConfig = field(default_factory=BCConfig)
+    gail: GAILConfig = field(default_factory=GAILConfig)
     init_from: str | None = None
     """Start from the weights (and input normalization) of this run directory or checkpoint,
     e.g. a behaviour-cloning run; its network config and spaces must match."""
@@ -164,9 +167,10 @@ class TrainConfig:
         require_positive("", total_timesteps=self.total_timesteps)
         if self.algo not in ALGORITHMS:
             raise ConfigError(f"algo must be one of {', '.join(ALGORITHMS)}; got {self.algo!r}")
-        if (self.algo == "bc" or self.bc.strength) and not self.bc.demos:
+        if (self.algo in ("bc", "gail") or self.bc.strength) and not self.bc.demos:
             raise ConfigError(
-                "bc.demos is empty: behaviour cloning needs recordings (bc.demos=[FILE, ...])"
+                f"bc.demos is empty: {'GAIL' if self.algo == 'gail' else 'behaviour cloning'} "
+                "needs recordings (bc.demos=[FILE, ...])"
             )
         check_device_setting(self.device)
         if self.torch_threads < 0:

@@ -1,9 +1,12 @@
-"""The training loop: collect a rollout, update with PPO, log, checkpoint; repeat.
+"""The training loop every algorithm shares: iterate, log, evaluate, checkpoint; repeat.
 
-One iteration = ``rollout.num_envs * rollout.steps`` environment steps followed by
-``ppo.update_epochs`` passes of minibatch updates. The loop stops after ``total_timesteps``,
-or after the current iteration when interrupted with Ctrl-C (a second Ctrl-C aborts at once);
-either way it writes a final checkpoint.
+What one iteration does is the algorithm's (:mod:`entityrl.training.algorithms`, chosen by the
+config's ``algo``): for PPO, ``rollout.num_envs * rollout.steps`` environment steps followed by
+``ppo.update_epochs`` passes of minibatch updates; for behaviour cloning, one epoch over the
+recordings. The loop stops once the algorithm's budget of samples is spent (``total_timesteps``
+for PPO), when the algorithm, a callback or ``eval.stop_at_target`` asks, or after the current
+iteration when interrupted with Ctrl-C (a second Ctrl-C aborts at once); either way it writes
+a final checkpoint.
 """
 
 from __future__ import annotations
@@ -25,10 +28,7 @@ import numpy as np
 import torch
 
 from entityrl.algo.optimizer import adam
-from entityrl.algo.ppo import ppo_update
 from entityrl.algo.reduce import Reducer
-from entityrl.algo.reward_scale import RewardScaler
-from entityrl.algo.rnd import RND
 from entityrl.env.environment import Environment
 from entityrl.env.process_vec_env import ProcessVecEnv
 from entityrl.env.stacking import stacking
@@ -37,15 +37,13 @@ from entityrl.nn.device import resolve_device
 from entityrl.nn.rogue_net import RogueNet
 from entityrl.training import checkpoint as ckpt
 from entityrl.training import run_dir as run_dirs
+from entityrl.training.algorithms.base import Context
 from entityrl.training.callbacks import Callback
 from entityrl.training.config import TrainConfig, load_config, to_dict, to_yaml
-from entityrl.training.demonstrations import DemonstrationLoss
-from entityrl.training.finite import check_update
 from entityrl.training.init_from import load_initial_weights
 from entityrl.training.periodic_eval import BEST_FILE, PeriodicEvaluator
 from entityrl.training.progress import ProgressReporter
 from entityrl.training.run_log import RunLog
-from entityrl.training.sampler import make_sampler
 
 EnvSource = str | EnvFactory | type[Environment]
 
@@ -63,8 +61,8 @@ class TrainResult:
     interrupted: bool
     """Stopped by Ctrl-C."""
     stop_reason: str | None = None
-    """Why the run ended before total_timesteps, when a callback or eval.stop_at_target
-    ended it."""
+    """Why the run ended before its budget, when the algorithm (early stopping), a callback or
+    eval.stop_at_target ended it."""
 
 
 def make_env(
@@ -151,7 +149,7 @@ class _StopFlag:
 
 
 class Trainer:
-    """Owns the pieces of a run: environments, network, optimizer, sampler, log."""
+    """Owns the pieces of a run: environments, network, optimizer, the algorithm, log."""
 
     def __init__(
         self,
@@ -170,7 +168,6 @@ class Trainer:
         # the environments; the reducer combines what they compute. Rank 0 logs and saves.
         self.reducer = reducer or Reducer()
         self.rank = self.reducer.rank
-        self.combine = self.reducer.sum if self.reducer.world_size > 1 else None
         self.run_dir = (
             Path(resume) if resume else Path(config.log.run_dir or default_run_dir(config))
         )
@@ -185,42 +182,38 @@ class Trainer:
         self.device = resolve_device(config.device)
         torch.manual_seed(config.seed)  # the same initial network in every process
         self.rng = np.random.default_rng(config.seed + self.rank)
-        per_rank = config.rollout.num_envs // self.reducer.world_size
+        from entityrl.training.algorithms import ALGORITHMS
+
+        algorithm = ALGORITHMS[config.algo]
+        algorithm.check(config)
+        per_rank = algorithm.num_envs(config) // self.reducer.world_size
         # Environment i of rank r is seeded like environment r * per_rank + i of one process.
         self.env = make_env(config, env, num_envs=per_rank, seed_offset=self.rank * per_rank)
-        self.net = RogueNet(
-            self.env.obs_space, self.env.action_space, config.net, device=self.device
-        )
-        # Each rank samples its own actions, from a generator of its own (on the device).
-        self.generator = torch.Generator(self.device)
-        self.generator.manual_seed(int(self.rng.integers(2**63)))
-        self.optimizer = adam(self.net, config.optim)
-        self.sampler = make_sampler(
-            self.env, self.net, config.rollout.steps, self.rng, self.generator
-        )
-        self.demonstrations = (
-            DemonstrationLoss(config.bc, self.env, config.seed) if config.bc.strength else None
-        )
+        try:
+            self.net = RogueNet(
+                self.env.obs_space, self.env.action_space, config.net, device=self.device
+            )
+            # Each rank samples its own actions, from a generator of its own (on the device).
+            self.generator = torch.Generator(self.device)
+            self.generator.manual_seed(int(self.rng.integers(2**63)))
+            self.optimizer = adam(self.net, config.optim)
+            context = Context(
+                config, self.env, self.net, self.optimizer, self.rng, self.generator, self.reducer
+            )
+            self.algorithm = algorithm(context)
+        except BaseException:
+            self.env.close()
+            raise
+        self.budget = self.algorithm.budget()
         self.step = 0
         self.iteration = 0
         self.recent_returns: collections.deque[float] = collections.deque(maxlen=100)
-        self.reward_scaler: RewardScaler | None = None
-        if config.ppo.norm_reward:
-            scaler = self.reward_scaler = RewardScaler(per_rank, config.ppo.gamma)
-            self.sampler.transform_rewards = lambda r, d: scaler(r, d, self.combine)
-        self.rnd: RND | None = None
-        if config.rnd.enabled:
-            self.rnd = RND(self.env.obs_space, config.rnd, config.optim, per_rank, self.reducer)
-            self.sampler.bonus = self.rnd.bonus
         if saved is not None:
             self._restore(saved)
         elif config.init_from:
             # Weights and input normalization of an earlier run (e.g. behaviour cloning).
             load_initial_weights(self.net, config.init_from)
-        else:
-            self.net.update_normalizers(self.sampler.obs, self.combine)
-        if saved is None and self.rnd is not None:
-            self.rnd.model.update_normalizers(self.sampler.obs, self.combine)
+        self.algorithm.begin(resumed=saved is not None, pretrained=bool(config.init_from))
         self.log: RunLog | None = None
         # Evaluation runs in rank 0; every rank knows when, to take part in saving best.pt.
         self.evaluator: PeriodicEvaluator | None = None
@@ -256,12 +249,11 @@ class Trainer:
             ),
             "spaces": ckpt.spaces_to_data(self.env.obs_space, self.env.action_space),
             "recent_returns": list(self.recent_returns),
-            **(
-                {"reward_scale": self.reducer.gather(self.reward_scaler.state_dict())}
-                if self.reward_scaler is not None
-                else {}
-            ),
-            **({"rnd": self.reducer.gather(self.rnd.state_dict())} if self.rnd is not None else {}),
+            # One entry per process of each of the algorithm's keys.
+            **{
+                key: self.reducer.gather(value)
+                for key, value in self.algorithm.state_dict().items()
+            },
         }
 
     def save(self) -> Path:
@@ -289,71 +281,42 @@ class Trainer:
             self.generator.set_state(rng["sampling"])
         self.rng.bit_generator.state = rng["numpy"]
         self.recent_returns.extend(saved.get("recent_returns", []))
-        if self.reward_scaler is not None:
-            self.reward_scaler.load_state_dict(saved["reward_scale"][self.rank])
-        if self.rnd is not None:
-            self.rnd.load_state_dict(saved["rnd"][self.rank])
+        keys = self.algorithm.state_dict()
+        self.algorithm.load_state_dict({key: saved[key][self.rank] for key in keys})
         env_states = ckpt.load_env_states(self.run_dir, saved)
         if env_states is not None:
-            self.sampler.obs = self.env.set_state(env_states[self.rank])
+            self.algorithm.restore_environments(self.env.set_state(env_states[self.rank]))
 
     # ------------------------------------------------------------------ loop
-    def schedule(self) -> tuple[float, float]:
-        """Learning rate and entropy coefficient for the coming iteration."""
-        cfg = self.config
-        remaining = 1.0 - self.step / cfg.total_timesteps
-        lr = cfg.optim.lr * (remaining if cfg.optim.anneal_lr else 1.0)
-        if cfg.optim.warmup_steps:
-            lr *= min(1.0, (self.step + cfg.batch_size) / cfg.optim.warmup_steps)
-        ent_coef = cfg.ppo.ent_coef * (remaining if cfg.ppo.anneal_entropy else 1.0)
-        return lr, ent_coef
+    def learning_rate(self) -> float:
+        """The learning rate of the coming iteration."""
+        optim = self.config.optim
+        lr = optim.lr * (1.0 - self.step / self.budget if optim.anneal_lr else 1.0)
+        if optim.warmup_steps:
+            lr *= min(1.0, (self.step + self.config.batch_size) / optim.warmup_steps)
+        return lr
 
     def train_iteration(self) -> dict[str, float]:
-        cfg = self.config
-        lr, ent_coef = self.schedule()
+        """One iteration of the algorithm; the metrics to log."""
+        lr = self.learning_rate()
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         started = time.perf_counter()
-        rollout = self.sampler.collect(cfg.ppo.gamma, cfg.ppo.gae_lambda)
-        collected = time.perf_counter()
-        stats = ppo_update(
-            self.net, self.optimizer, rollout, cfg.ppo, cfg.optim, ent_coef, self.rng, self.reducer
-        )
-        check_update(stats, self.net, self.step)
-        extra: dict[str, float] = {}
-        if self.demonstrations is not None:
-            extra = self.demonstrations.update(
-                self.net, self.optimizer, self.step, lr, cfg.optim.bs, cfg.optim.max_grad_norm
-            )
-        if self.rnd is not None:
-            stats["rnd_loss"] = self.rnd.update(rollout.obs, self.rng)
-            stats["rnd_intrinsic"] = self.rnd.last_mean
-        # Statistics change only between iterations, so the log-probabilities stored during a
-        # rollout match what the update recomputes.
-        self.net.update_normalizers(rollout.obs, self.combine)
-        finished = time.perf_counter()
-        self.step += rollout.num_rows * self.reducer.world_size
+        iteration = self.algorithm.iterate(self.step, lr)
+        seconds = time.perf_counter() - started
+        samples = iteration.samples * self.reducer.world_size
+        self.step += samples
         self.iteration += 1
-        metrics: dict[str, float] = {f"loss/{k}": v for k, v in stats.items()}
-        episodes = _merge_metrics(self.reducer.gather(rollout.metrics))
+        metrics = dict(iteration.metrics)
+        episodes = _merge_metrics(self.reducer.gather(iteration.episodes))
         returns = episodes.get("episode_return")
         if returns is not None and returns.size:
             self.recent_returns.extend(returns.tolist())
         for key, values in episodes.items():
             metrics[f"episode/{key}"] = float(values.mean())
-        variance = float(np.var(rollout.returns))
-        metrics["loss/explained_variance"] = (
-            1.0 - float(np.var(rollout.returns - rollout.values)) / variance
-            if variance > 0
-            else 0.0
-        )
         metrics["episodes"] = float(returns.size if returns is not None else 0)
         metrics["schedule/lr"] = lr
-        metrics["schedule/ent_coef"] = ent_coef
-        metrics["perf/sps"] = rollout.num_rows * self.reducer.world_size / (finished - started)
-        metrics["perf/rollout_seconds"] = collected - started
-        metrics["perf/update_seconds"] = finished - collected
-        metrics.update(extra)
+        metrics["perf/sps"] = samples / seconds
         return metrics
 
     def _check_in_sync(self) -> None:
@@ -376,7 +339,7 @@ class Trainer:
             self.step // cfg.log.checkpoint_interval + 1
         ) * cfg.log.checkpoint_interval
         progress = ProgressReporter(
-            cfg.total_timesteps, self.step, enabled=cfg.log.progress and self.rank == 0
+            self.budget, self.step, enabled=cfg.log.progress and self.rank == 0
         )
         interrupted = False
         # The networks, environments and imported modules live as long as the run: moved out
@@ -386,7 +349,7 @@ class Trainer:
         gc.freeze()
         try:
             with _StopFlag() as stop, progress:
-                while self.step < cfg.total_timesteps:
+                while self.step < self.budget:
                     metrics = self.train_iteration()
                     if self.log is not None:
                         self.log.log(self.step, metrics)
@@ -400,6 +363,9 @@ class Trainer:
                     if self.step >= next_checkpoint:
                         self.save()
                         next_checkpoint += cfg.log.checkpoint_interval
+                    reason = self.algorithm.stop_reason()
+                    if reason is not None:
+                        self.request_stop(reason)
                     # Every process stops after the same iteration, whichever saw the Ctrl-C
                     # or was asked to stop.
                     ctrl_c, asked = self.reducer.sum([stop.requested, self.stop_reason is not None])
@@ -407,6 +373,7 @@ class Trainer:
                         interrupted = True
                     if ctrl_c > 0 or asked > 0:
                         break
+            self.algorithm.finish()
             path = self.save()
             self._check_in_sync()
         finally:
@@ -501,7 +468,7 @@ def train(
     resume: str | Path | None = None,
     callbacks: Sequence[Callback] = (),
 ) -> TrainResult:
-    """Train a RogueNet policy with PPO.
+    """Train a RogueNet policy with the config's algorithm (PPO by default).
 
     ``env``: a registered environment name, or an :class:`~entityrl.env.Environment` subclass or
     zero-argument factory (your own simulator). ``config``: a :class:`TrainConfig`, a YAML path,
@@ -526,10 +493,6 @@ def train(
         config.env.id = _env_name(env)
     elif isinstance(env, str):
         config.env.id = env
-    if config.algo == "bc":
-        from entityrl.training.imitation import train_bc
-
-        return train_bc(config, env)
     from entityrl.training import distributed
 
     if distributed.launched():

@@ -8,7 +8,6 @@ runs a copy of the policy, so that every core steps and infers at once.
 from __future__ import annotations
 
 import pickle
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,7 +15,6 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from entityrl.algo.gae import gae
 from entityrl.algo.rollout import Rollout
 from entityrl.env.process_vec_env import ProcessVecEnv
 from entityrl.env.vec_env import SerialVecEnv, VecEnv
@@ -38,15 +36,6 @@ class _Transition:
     # Per row, the value of the observation that ended a truncated episode (else 0).
     bootstrap: npt.NDArray[np.float32] | None = None
 
-
-# (rewards, dones), both (steps, envs) -> the rewards GAE uses.
-RewardTransform = Callable[
-    [npt.NDArray[np.float32], npt.NDArray[np.bool_]], npt.NDArray[np.float32]
-]
-
-# (the rollout's observations in (step, env) order, the observation after its last step) ->
-# (steps, envs) rewards added to the environment's, e.g. an exploration bonus (rnd).
-RewardBonus = Callable[[VecObs, VecObs], npt.NDArray[np.float32]]
 
 # A step's transition and the episode metrics it reported.
 _Step = tuple[_Transition, dict[str, npt.NDArray[np.float64]]]
@@ -102,17 +91,14 @@ class Sampler:
         self.steps = steps
         self.generator = generator or _new_generator(net.device)
         self.obs: VecObs = env.reset()
-        # What GAE sees instead of the environment's rewards (steps, envs), e.g. scaled ones
-        # (ppo.norm_reward); None: the rewards themselves.
-        self.transform_rewards: RewardTransform | None = None
-        # Added to the (transformed) rewards before GAE; None: nothing.
-        self.bonus: RewardBonus | None = None
 
-    def collect(self, gamma: float, gae_lambda: float) -> Rollout:
+    def collect(self) -> Rollout:
+        """The next ``steps`` steps of every environment (advantages not estimated yet: the
+        algorithm decides the rewards they are estimated from)."""
         transitions, self.obs = _run(self.net, self.env, self.obs, self.steps, self.generator)
-        return self._rollout([transitions], gamma, gae_lambda)
+        return self._rollout([transitions])
 
-    def _rollout(self, groups: list[list[_Step]], gamma: float, gae_lambda: float) -> Rollout:
+    def _rollout(self, groups: list[list[_Step]]) -> Rollout:
         """Assemble the steps of groups of environments (in environment order) into a
         Rollout whose rows are ordered (step, environment)."""
         steps = [[group[t][0] for group in groups] for t in range(self.steps)]
@@ -127,26 +113,17 @@ class Sampler:
         dones = np.stack([np.concatenate([t.done for t in step]) for step in steps])  # type: ignore[misc]
         bootstrap = np.stack([np.concatenate([t.bootstrap for t in step]) for step in steps])  # type: ignore[misc]
         next_values = self.net.values(self.obs).numpy()
-        obs = VecObs.concat([t.obs for t in flat], self.env.choices)
-        if self.transform_rewards is not None:
-            rewards = self.transform_rewards(rewards, dones)
-        if self.bonus is not None:
-            rewards = rewards + self.bonus(obs, self.obs)
-        # A truncated episode did not end in the task: its last step earns the discounted value
-        # of the state it was cut off in, which GAE (stopping at the episode's end) would drop.
-        advantages, returns = gae(
-            rewards + gamma * bootstrap, values, dones, next_values, gamma, gae_lambda
-        )
         names = list(self.env.action_space)
         return Rollout(
-            obs=obs,
+            obs=VecObs.concat([t.obs for t in flat], self.env.choices),
             actions={n: RaggedArray.concat([t.actions[n] for t in flat]) for n in names},
             logprobs={n: RaggedArray.concat([t.logprobs[n] for t in flat]) for n in names},
             values=values.reshape(-1),
             rewards=rewards,
             dones=dones,
-            advantages=advantages.reshape(-1),
-            returns=returns.reshape(-1),
+            bootstrap=bootstrap,
+            next_obs=self.obs,
+            next_values=next_values,
             metrics={key: np.concatenate(values) for key, values in parts.items()},
         )
 
@@ -180,13 +157,13 @@ class WorkerSampler(Sampler):
         policy = pickle.dumps(net)
         env.call(_install_policy, [(policy,)] * env.num_workers)
 
-    def collect(self, gamma: float, gae_lambda: float) -> Rollout:
+    def collect(self) -> Rollout:
         # As numpy arrays: torch tensors would cross the pipe through shared-memory files.
         state = {name: value.numpy() for name, value in self.net.state_dict().items()}
         seeds = self.rng.integers(2**63, size=self.env.num_workers)
         parts = self.env.call(_worker_rollout, [(state, self.steps, int(s)) for s in seeds])
         self.obs = self.env.assemble([latest for _, latest in parts])
-        return self._rollout([transitions for transitions, _ in parts], gamma, gae_lambda)
+        return self._rollout([transitions for transitions, _ in parts])
 
 
 def _install_policy(envs: SerialVecEnv, context: dict[str, Any], policy: bytes) -> None:

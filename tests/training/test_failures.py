@@ -14,7 +14,7 @@ import torch
 from test_runner import config, learning_metrics, parameters
 
 from entityrl.training import checkpoint as ckpt
-from entityrl.training import runner
+from entityrl.training.algorithms import ppo as ppo_algorithm
 from entityrl.training.finite import NonFiniteError
 from entityrl.training.run_dir import RunDirError
 from entityrl.training.runner import Trainer
@@ -113,7 +113,7 @@ def poison_after(iterations: int, poison):
     """A ppo_update that runs the real one, then calls ``poison(net, stats)`` from the
     ``iterations``-th call on."""
     calls = []
-    real = runner.ppo_update
+    real = ppo_algorithm.ppo_update
 
     def update(net, *args, **kwargs):
         stats = real(net, *args, **kwargs)
@@ -147,7 +147,7 @@ def nan_parameter(net, stats) -> None:
 def test_a_non_finite_update_stops_training_and_keeps_the_last_good_checkpoint(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, poison, message: str
 ) -> None:
-    monkeypatch.setattr(runner, "ppo_update", poison_after(2, poison))
+    monkeypatch.setattr(ppo_algorithm, "ppo_update", poison_after(2, poison))
     run = tmp_path / "run"
     with pytest.raises(NonFiniteError, match=message):
         Trainer(config(run)).run()

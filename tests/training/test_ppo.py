@@ -28,7 +28,9 @@ def rollout_of(env_name: str, num_envs: int = 8, steps: int = 6, precision: str 
     net = RogueNet(env.obs_space, env.action_space, config)
     sampler = Sampler(env, net, steps)
     net.update_normalizers(sampler.obs)
-    return net, sampler.collect(0.99, 0.95)
+    rollout = sampler.collect()
+    rollout.estimate_advantages(rollout.rewards, 0.99, 0.95)
+    return net, rollout
 
 
 def test_recomputed_logprobs_match_the_rollout() -> None:

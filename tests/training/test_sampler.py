@@ -31,7 +31,7 @@ def sampler(request: pytest.FixtureRequest):
 
 
 def test_rows_are_ordered_by_step_then_environment(sampler: Sampler) -> None:
-    rollout = sampler.collect(0.99, 0.95)
+    rollout = sampler.collect()
     assert rollout.num_rows == STEPS * ENVS
     # MoveToOrigin's "step" feature counts the steps of the episode: row t * ENVS + e was seen
     # by environment e at step t of its first episode.
@@ -39,19 +39,20 @@ def test_rows_are_ordered_by_step_then_environment(sampler: Sampler) -> None:
     np.testing.assert_array_equal(step, np.repeat(np.arange(STEPS)[:, None], ENVS, axis=1))
     assert rollout.rewards.shape == rollout.dones.shape == (STEPS, ENVS)
     # The next rollout continues the same episodes.
-    again = sampler.collect(0.99, 0.95)
+    again = sampler.collect()
     assert again.obs.features["Spaceship"].data[0, 4] == STEPS
 
 
 def test_stored_log_probabilities_are_what_the_network_says(sampler: Sampler) -> None:
-    first = sampler.collect(0.99, 0.95)
+    first = sampler.collect()
     # The next rollout acts with the network as it is now (workers hold copies of it): new
     # parameters and new input statistics.
     with torch.no_grad():
         for p in sampler.net.parameters():
             p.add_(0.1 * torch.randn_like(p))
     sampler.net.update_normalizers(first.obs)
-    rollout = sampler.collect(0.99, 0.95)
+    rollout = sampler.collect()
+    rollout.estimate_advantages(rollout.rewards, 0.99, 0.95)
     rows = np.arange(rollout.num_rows)
     batch = rollout.minibatch(rows, rollout.advantages)
     with torch.no_grad():

@@ -50,7 +50,7 @@ def test_worker_processes_train_on_stacked_observations(tmp_path: Path) -> None:
     trainer = Trainer(config, env=Drift)
     assert list(trainer.env.obs_space.entities["Ball"].features) == ["x", "x@t-1", "x@t-2"]
     trainer.train_iteration()
-    stacked = trainer.sampler.obs.features["Ball"].data
+    stacked = trainer.algorithm.sampler.obs.features["Ball"].data
     assert stacked.shape[1] == 3
     trainer.env.close()
 

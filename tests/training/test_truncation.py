@@ -76,7 +76,8 @@ def test_gae_bootstraps_only_on_truncation(truncate: bool) -> None:
     env = SerialVecEnv(lambda: TimeLimited(truncate), 2, seed=0)
     net = RogueNet(env.obs_space, env.action_space, RogueNetConfig(d_model=16, n_head=2))
     gamma = 0.5
-    rollout = Sampler(env, net, steps=3).collect(gamma, gae_lambda=1.0)
+    rollout = Sampler(env, net, steps=3).collect()
+    rollout.estimate_advantages(rollout.rewards, gamma, gae_lambda=1.0)
     # The last step's return: its reward, plus (truncated only) the discounted value of the
     # state it was cut off in.
     cut_off = TimeLimited()

@@ -1,0 +1,115 @@
+"""What every training algorithm gives the loop, and what the loop gives it.
+
+The loop (:class:`~entityrl.training.runner.Trainer`) owns what all algorithms share: the
+environments, the network and its optimizer, the learning-rate schedule, seeds, logging,
+checkpoints, periodic evaluation, callbacks, resume and Ctrl-C. An :class:`Algorithm` owns the
+rest: where its data comes from (rollouts of the environments, recorded demonstrations) and the
+loss it learns from them. One :meth:`Algorithm.iterate` call is one iteration of the loop.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+import numpy.typing as npt
+import torch
+
+from entityrl.algo.optimizer import FlatOptimizer
+from entityrl.algo.reduce import Reducer
+from entityrl.env.vec_env import VecEnv
+from entityrl.env.vec_obs import VecObs
+from entityrl.nn.input_norm import Combine
+from entityrl.nn.rogue_net import RogueNet
+from entityrl.training.config import ConfigError, TrainConfig
+
+
+@dataclass
+class Context:
+    """The pieces of a run an algorithm works with (built by the loop)."""
+
+    config: TrainConfig
+    env: VecEnv
+    """This process's environments (see :meth:`Algorithm.num_envs`)."""
+    net: RogueNet
+    optimizer: FlatOptimizer
+    rng: np.random.Generator
+    """Minibatch order and other numpy randomness of this process."""
+    generator: torch.Generator
+    """Action sampling of this process (on the network's device)."""
+    reducer: Reducer
+    """Combines what the processes of a data-parallel run compute."""
+
+    @property
+    def combine(self) -> Combine | None:
+        """Sums a statistic over the processes (None in a single-process run)."""
+        return self.reducer.sum if self.reducer.world_size > 1 else None
+
+
+@dataclass
+class Iteration:
+    """What one iteration did."""
+
+    samples: int
+    """Samples it consumed in this process (environment steps, or recorded steps)."""
+    metrics: dict[str, float]
+    """For the log: ``loss/*``, ``schedule/*``, ``perf/*``, ... (``perf/sps`` is added by the
+    loop)."""
+    episodes: dict[str, npt.NDArray[np.float64]] = field(default_factory=dict)
+    """Values of the training episodes that ended (``episode_return``, ...), this process's."""
+
+
+class Algorithm(ABC):
+    """One way to train the network. Subclasses set ``name`` (the config's ``algo``)."""
+
+    name: ClassVar[str]
+    one_process: ClassVar[bool] = False
+    """Trains in one process only (refuses world_size > 1)."""
+
+    @classmethod
+    def num_envs(cls, config: TrainConfig) -> int:
+        """Environments the loop builds for the whole run (all processes together)."""
+        return config.rollout.num_envs
+
+    @classmethod
+    def check(cls, config: TrainConfig) -> None:
+        """Refuse settings this algorithm cannot run with (ConfigError naming the key)."""
+        if cls.one_process and config.world_size > 1:
+            raise ConfigError(f"algo={cls.name} trains in one process: set world_size=1")
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
+    def budget(self) -> int:
+        """Samples (all processes together) after which the run ends."""
+        return self.ctx.config.total_timesteps
+
+    def begin(self, resumed: bool, pretrained: bool) -> None:
+        """Before the first iteration: ``resumed`` from a checkpoint of this run, or
+        ``pretrained`` (init_from) weights and input normalization loaded; neither means a
+        fresh network, whose input normalization the algorithm initializes from its data."""
+
+    @abstractmethod
+    def iterate(self, step: int, lr: float) -> Iteration:
+        """One iteration at ``step`` samples with learning rate ``lr`` (set on the optimizer
+        by the loop, which sets it back after the call)."""
+
+    def stop_reason(self) -> str | None:
+        """Why the run should end now, before its budget (e.g. early stopping)."""
+        return None
+
+    def finish(self) -> None:
+        """After the last iteration, before the final checkpoint."""
+
+    def restore_environments(self, obs: VecObs) -> None:
+        """The environments were set back to a checkpoint's state; ``obs`` is where they are."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """This process's state beyond the network and optimizer, stored in the checkpoint
+        under top-level keys of the algorithm's choosing (gathered over processes)."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` (this process's part of each key)."""

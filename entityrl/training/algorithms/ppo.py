@@ -1,0 +1,136 @@
+"""PPO: collect a rollout of the environments with the current policy, choose the rewards to
+learn from, estimate advantages, then take ``ppo.update_epochs`` passes of minibatch steps on
+the clipped surrogate loss (:mod:`entityrl.algo.ppo`).
+
+The rewards GAE sees are the environment's, divided by the running scale of the return with
+``ppo.norm_reward`` (:mod:`entityrl.algo.reward_scale`), plus RND's exploration bonus with
+``rnd.coef`` (:mod:`entityrl.algo.rnd`). With ``bc.strength``, behaviour-cloning steps on
+recorded demonstrations follow each update (:mod:`entityrl.training.demonstrations`).
+Subclasses change where the task's rewards come from (:class:`~.gail.GAIL`).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from entityrl.algo.ppo import ppo_update
+from entityrl.algo.reward_scale import RewardScaler
+from entityrl.algo.rnd import RND
+from entityrl.algo.rollout import Rollout
+from entityrl.env.vec_obs import VecObs
+from entityrl.training.algorithms.base import Algorithm, Context, Iteration
+from entityrl.training.demonstrations import DemonstrationLoss
+from entityrl.training.finite import check_update
+from entityrl.training.sampler import make_sampler
+
+
+class PPO(Algorithm):
+    """Proximal policy optimization on rollouts of the environments."""
+
+    name = "ppo"
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        config = ctx.config
+        self.sampler = make_sampler(ctx.env, ctx.net, config.rollout.steps, ctx.rng, ctx.generator)
+        num_envs = ctx.env.num_envs
+        self.reward_scaler = (
+            RewardScaler(num_envs, config.ppo.gamma) if config.ppo.norm_reward else None
+        )
+        self.rnd = (
+            RND(ctx.env.obs_space, config.rnd, config.optim, num_envs, ctx.reducer)
+            if config.rnd.enabled
+            else None
+        )
+        self.demonstrations = (
+            DemonstrationLoss(config.bc, ctx.env, config.seed) if config.bc.strength else None
+        )
+
+    def begin(self, resumed: bool, pretrained: bool) -> None:
+        if not resumed and not pretrained:
+            self.ctx.net.update_normalizers(self.sampler.obs, self.ctx.combine)
+        if not resumed and self.rnd is not None:
+            self.rnd.model.update_normalizers(self.sampler.obs, self.ctx.combine)
+
+    def entropy_coef(self, step: int) -> float:
+        ppo = self.ctx.config.ppo
+        remaining = 1.0 - step / self.ctx.config.total_timesteps
+        return ppo.ent_coef * (remaining if ppo.anneal_entropy else 1.0)
+
+    def task_rewards(self, rollout: Rollout) -> npt.NDArray[np.float32]:
+        """The rewards of the task, (steps, envs): the environment's, scaled with
+        ppo.norm_reward."""
+        if self.reward_scaler is None:
+            return rollout.rewards
+        return self.reward_scaler(rollout.rewards, rollout.dones, self.ctx.combine)
+
+    def rewards(self, rollout: Rollout) -> npt.NDArray[np.float32]:
+        """The rewards GAE estimates advantages from, (steps, envs): the task's, plus the
+        exploration bonus with RND."""
+        rewards = self.task_rewards(rollout)
+        if self.rnd is not None:
+            rewards = rewards + self.rnd.bonus(rollout.obs, rollout.next_obs)
+        return rewards
+
+    def learn_more(self, rollout: Rollout, step: int, lr: float) -> dict[str, float]:
+        """What is trained alongside the policy after its update (logged as given)."""
+        ctx, optim = self.ctx, self.ctx.config.optim
+        metrics: dict[str, float] = {}
+        if self.demonstrations is not None:
+            metrics.update(
+                self.demonstrations.update(
+                    ctx.net, ctx.optimizer, step, lr, optim.bs, optim.max_grad_norm
+                )
+            )
+        if self.rnd is not None:
+            metrics["loss/rnd_loss"] = self.rnd.update(rollout.obs, ctx.rng)
+            metrics["loss/rnd_intrinsic"] = self.rnd.last_mean
+        return metrics
+
+    def iterate(self, step: int, lr: float) -> Iteration:
+        ctx, cfg = self.ctx, self.ctx.config
+        started = time.perf_counter()
+        rollout = self.sampler.collect()
+        collected = time.perf_counter()
+        rollout.estimate_advantages(self.rewards(rollout), cfg.ppo.gamma, cfg.ppo.gae_lambda)
+        ent_coef = self.entropy_coef(step)
+        stats = ppo_update(
+            ctx.net, ctx.optimizer, rollout, cfg.ppo, cfg.optim, ent_coef, ctx.rng, ctx.reducer
+        )
+        check_update(stats, ctx.net, step)
+        metrics = {f"loss/{k}": v for k, v in stats.items()}
+        metrics.update(self.learn_more(rollout, step, lr))
+        # Statistics change only between iterations, so the log-probabilities stored during a
+        # rollout match what the update recomputes.
+        ctx.net.update_normalizers(rollout.obs, ctx.combine)
+        variance = float(np.var(rollout.returns))
+        metrics["loss/explained_variance"] = (
+            1.0 - float(np.var(rollout.returns - rollout.values)) / variance
+            if variance > 0
+            else 0.0
+        )
+        metrics["schedule/ent_coef"] = ent_coef
+        metrics["perf/rollout_seconds"] = collected - started
+        metrics["perf/update_seconds"] = time.perf_counter() - collected
+        return Iteration(rollout.num_rows, metrics, rollout.metrics)
+
+    def restore_environments(self, obs: VecObs) -> None:
+        self.sampler.obs = obs
+
+    def state_dict(self) -> dict[str, Any]:
+        state: dict[str, Any] = {}
+        if self.reward_scaler is not None:
+            state["reward_scale"] = self.reward_scaler.state_dict()
+        if self.rnd is not None:
+            state["rnd"] = self.rnd.state_dict()
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if self.reward_scaler is not None:
+            self.reward_scaler.load_state_dict(state["reward_scale"])
+        if self.rnd is not None:
+            self.rnd.load_state_dict(state["rnd"])
