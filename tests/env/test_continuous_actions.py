@@ -14,6 +14,7 @@ from entityrl.env import (
     EnvValidationError,
     GlobalContinuousAction,
     GlobalContinuousActionSpace,
+    ProcessVecEnv,
     RandomPolicy,
     SerialVecEnv,
     ValidatingEnvironment,
@@ -147,3 +148,15 @@ def test_spaces_round_trip_through_plain_data_and_differences_name_the_bounds() 
 def test_every_space_has_a_kind() -> None:
     with pytest.raises(TypeError, match=r"expected an action space .*ContinuousActionSpace"):
         kind_of(object())
+
+
+def test_worker_processes_batch_and_step_continuous_actions_as_one_process_does() -> None:
+    serial = SerialVecEnv(Mixed, 4, seed=0)
+    with ProcessVecEnv(Mixed, 4, seed=0, num_workers=2) as workers:
+        a, b = serial.reset(), workers.reset()
+        for step in range(6):
+            assert a.action_masks["move"].actors == b.action_masks["move"].actors
+            np.testing.assert_array_equal(a.global_features, b.global_features)
+            actions = moves(serial, [0.25 * step - 0.5, 1.0])
+            a, b = serial.act(actions), workers.act(actions)
+            np.testing.assert_array_equal(a.reward, b.reward)
