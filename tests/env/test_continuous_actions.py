@@ -160,3 +160,15 @@ def test_worker_processes_batch_and_step_continuous_actions_as_one_process_does(
             actions = moves(serial, [0.25 * step - 0.5, 1.0])
             a, b = serial.act(actions), workers.act(actions)
             np.testing.assert_array_equal(a.reward, b.reward)
+
+
+def test_values_clipped_to_a_bound_that_float32_rounds_up_still_validate() -> None:
+    class Tenth(Mixed):
+        def action_space(self) -> dict[str, object]:  # type: ignore[override]
+            return {**super().action_space(), "move": ContinuousActionSpace(["dx", "dy"], 0, 0.1)}
+
+    env = SerialVecEnv(Tenth, 1, seed=0, validate=True)
+    env.reset()
+    env.act(moves(env, [1.0, 1.0]))  # clipped to float32(0.1), a little above 0.1
+    move = env.envs[0].env.received["move"]  # type: ignore[attr-defined]
+    assert move.values.dtype == np.float32 and (move.values == np.float32(0.1)).all()

@@ -159,7 +159,10 @@ class BoundedValues(ActionKind):
                 f"expected numbers of shape {shape} ({self._per_actor(space)}), got "
                 f"{array.dtype} of shape {array.shape}"
             )
-        low, high = np.asarray(space.low), np.asarray(space.high)
+        # Bounds in the values' precision: float32 values clipped to float32(0.1) are within.
+        precision = array.dtype if array.dtype.kind == "f" else np.float64
+        low = np.asarray(space.low, dtype=precision)
+        high = np.asarray(space.high, dtype=precision)
         wrong = ~np.isfinite(array) | (array < low) | (array > high)
         if wrong.any():
             index = tuple(int(k) for k in np.argwhere(wrong)[0])
