@@ -107,8 +107,8 @@ class MoveToOrigin(Environment):
 class ContinuousMoveToOrigin(MoveToOrigin):
     """MoveToOrigin with continuous thrust: each step the ship's one ``thrust`` action
     changes its velocity by any amount in [-0.01, 0.01] along each axis (the discrete
-    version's full thrust), components ``horizontal`` and ``vertical``. Same reward, episodes
-    and optimal return (1.0)."""
+    version's full thrust), components ``horizontal`` and ``vertical``. Same reward and
+    episodes. Optimal return: 1.0 (to within floating-point error: any thrust can be given)."""
 
     def action_space(self) -> dict[str, ContinuousActionSpace]:  # type: ignore[override]
         return {
