@@ -55,6 +55,10 @@ class PPOConfig:
     """Stop the update epochs of an iteration early once the approximate KL exceeds this."""
     update_epochs: int = 3
     """Passes over each rollout."""
+    seq_len: int = 0
+    """With net.memory: minibatches hold whole chunks of this many consecutive steps of one
+    environment, replayed from the state stored at each chunk's start (truncated
+    back-propagation through time); it must divide rollout.steps (0: rollout.steps)."""
     fused_loss: bool | None = None
     """Compute the loss and its gradients in numpy (entityrl.algo.ppo_fused; CPU only) instead
     of plain torch (null: on the CPU)."""
@@ -65,6 +69,8 @@ class PPOConfig:
         if not 0 <= self.gae_lambda <= 1:
             raise ValueError(f"ppo.gae_lambda must be in [0, 1], got {self.gae_lambda}")
         require_positive("ppo", clip_coef=self.clip_coef, update_epochs=self.update_epochs)
+        if self.seq_len < 0:
+            raise ValueError(f"ppo.seq_len must be >= 0 (0: rollout.steps), got {self.seq_len}")
         if self.ent_coef < 0 or self.vf_coef < 0:
             raise ValueError("ppo.ent_coef and ppo.vf_coef must be >= 0")
         if self.target_kl is not None:
@@ -200,10 +206,11 @@ def ppo_update(
     updates = epochs = 0
     bs = optim.bs // reducer.world_size
     micro_bs = (optim.micro_bs or optim.bs) // reducer.world_size
+    seq_len = ppo.seq_len or rollout.dones.shape[0]
     for _ in range(ppo.update_epochs):
         epochs += 1
         epoch_kl, epoch_actors = 0.0, 0.0
-        order = rng.permutation(rollout.num_rows)
+        order = rollout.shuffled_rows(rng, seq_len)
         for start in range(0, rollout.num_rows, bs):
             rows = order[start : start + bs]
             advantages = rollout.advantages[rows]
@@ -218,8 +225,8 @@ def ppo_update(
             local = np.zeros(len(STATS))
             for micro in range(0, rows.shape[0], micro_bs):
                 part = slice(micro, micro + micro_bs)
-                batch = rollout.minibatch(rows[part], advantages[part]).to(net.device)
-                out = net.evaluate(batch.obs, batch.actions)
+                batch = rollout.minibatch(rows[part], advantages[part], seq_len).to(net.device)
+                out = net.evaluate(batch.obs, batch.actions, batch.sequences)
                 terms = fused_ppo_terms(out, batch, ppo) if fused else ppo_terms(out, batch, ppo)
                 terms.loss(1 / n_actors, -ent_coef / n_actors, ppo.vf_coef / n_rows).backward()
                 local += [

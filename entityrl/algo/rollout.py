@@ -10,6 +10,7 @@ import torch
 
 from entityrl.algo.gae import gae
 from entityrl.env.vec_obs import VecObs
+from entityrl.nn.recurrent import Sequences
 from entityrl.ragged import RaggedArray
 
 
@@ -24,6 +25,8 @@ class Minibatch:
     values: torch.Tensor  # (rows,) value estimates at collection time
     advantages: torch.Tensor  # (rows,)
     returns: torch.Tensor  # (rows,)
+    # With net.memory: the rows are whole chunks of consecutive steps (see Rollout.minibatch).
+    sequences: Sequences | None = None
 
     @property
     def num_rows(self) -> int:
@@ -42,6 +45,7 @@ class Minibatch:
             values=self.values.to(device),
             advantages=self.advantages.to(device),
             returns=self.returns.to(device),
+            sequences=self.sequences,  # the network moves them
         )
 
 
@@ -66,6 +70,8 @@ class Rollout:
     next_obs: VecObs  # the observation after the last step
     next_values: npt.NDArray[np.float32]  # (envs,): its value
     metrics: dict[str, npt.NDArray[np.float64]]  # values of episodes that ended
+    # With net.memory, (rows, memory): the state the policy acted from at each row.
+    states: npt.NDArray[np.float32] | None = None
     # (rows,) each, from estimate_advantages.
     advantages: npt.NDArray[np.float32] = field(default_factory=lambda: np.zeros(0, np.float32))
     returns: npt.NDArray[np.float32] = field(default_factory=lambda: np.zeros(0, np.float32))
@@ -92,10 +98,27 @@ class Rollout:
         )
         self.advantages, self.returns = advantages.reshape(-1), returns.reshape(-1)
 
+    def shuffled_rows(self, rng: np.random.Generator, seq_len: int) -> npt.NDArray[np.int64]:
+        """Every row once, in random order: rows one by one, or (with stored states) whole
+        chunks of ``seq_len`` consecutive steps of one environment, each chunk's rows in step
+        order (chunk-major; ``seq_len`` divides the rollout's steps)."""
+        if self.states is None:
+            return rng.permutation(self.num_rows)
+        steps, envs = self.dones.shape
+        order = rng.permutation(steps // seq_len * envs)
+        chunk, env = np.divmod(order, envs)
+        step = chunk[:, None] * seq_len + np.arange(seq_len)
+        return (step * envs + env[:, None]).reshape(-1)
+
     def minibatch(
-        self, rows: npt.NDArray[np.int64], advantages: npt.NDArray[np.float32]
+        self,
+        rows: npt.NDArray[np.int64],
+        advantages: npt.NDArray[np.float32],
+        seq_len: int = 1,
     ) -> Minibatch:
-        """The given rows; ``advantages`` (one per row, e.g. normalized) replace the stored ones."""
+        """The given rows; ``advantages`` (one per row, e.g. normalized) replace the stored ones.
+        With stored states, ``rows`` are whole chunks of ``seq_len`` steps (see
+        :meth:`shuffled_rows`)."""
         if self.returns.shape[0] != self.num_rows:
             raise RuntimeError("Rollout.minibatch: call estimate_advantages first")
         actions = {name: a.take(rows) for name, a in self.actions.items()}
@@ -110,4 +133,23 @@ class Rollout:
             values=torch.from_numpy(self.values[rows]),
             advantages=torch.from_numpy(advantages),
             returns=torch.from_numpy(self.returns[rows]),
+            sequences=(
+                None if self.states is None else _sequences(rows, seq_len, self.states, self.dones)
+            ),
         )
+
+
+def _sequences(
+    rows: npt.NDArray[np.int64],
+    seq_len: int,
+    states: npt.NDArray[np.float32],
+    dones: npt.NDArray[np.bool_],
+) -> Sequences:
+    """How ``rows`` (whole chunks, chunk-major) replay the policy's states: each chunk from
+    the state stored at its first step, reset after every step that ended an episode."""
+    chunks = rows.reshape(-1, seq_len)
+    envs = dones.shape[1]
+    keep = np.ones(chunks.shape, dtype=np.float32)
+    # Row r - envs is the same environment's previous step.
+    keep[:, 1:] -= dones.reshape(-1)[chunks[:, 1:] - envs]
+    return Sequences(torch.from_numpy(states[chunks[:, 0]]), torch.from_numpy(keep))

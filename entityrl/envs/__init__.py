@@ -26,6 +26,7 @@ from entityrl.envs.multi_armed_bandit import MultiArmedBandit
 from entityrl.envs.multi_snake import MultiSnake
 from entityrl.envs.not_hotdog import NotHotdog
 from entityrl.envs.pick_matching_balls import PickMatchingBalls
+from entityrl.envs.recall import Recall
 from entityrl.envs.rock_paper_scissors import RockPaperScissors
 from entityrl.envs.survival import DayAndNight, FourSeason, RiverNavigation, SurvivalWorld
 from entityrl.envs.treasure_hunt import TreasureHunt
@@ -47,6 +48,7 @@ REGISTRY: dict[str, type[Environment] | type[BatchedEnvironment]] = {
     "MultiSnake": MultiSnake,
     "NotHotdog": NotHotdog,
     "PickMatchingBalls": PickMatchingBalls,
+    "Recall": Recall,
     "RiverNavigation": RiverNavigation,
     "RockPaperScissors": RockPaperScissors,
     "Survival": SurvivalWorld,
@@ -193,6 +195,7 @@ __all__ = [
     "MultiSnake",
     "NotHotdog",
     "PickMatchingBalls",
+    "Recall",
     "RockPaperScissors",
     "TreasureHunt",
     "Xor",

@@ -49,6 +49,13 @@ class OneObservationPolicy(nn.Module):
                     + ", ".join(s.__name__ for s in signature.EXPORTED_SPACES)
                     + " actions only, not continuous ones yet"
                 )
+        if net.memory is not None:
+            # The model's interface is one observation in, actions out; a state would be a
+            # second input and output that the runtime and the web page do not carry yet.
+            raise ExportError(
+                "a network with net.memory (a recurrent state per environment) cannot be "
+                "exported yet: export takes memoryless policies (net.memory=false)"
+            )
         self.net = net.eval()
         self.input_names = [
             spec.name for spec in signature.input_specs(net.obs_space, net.action_space)

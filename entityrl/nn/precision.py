@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import os
+from pathlib import Path
 from typing import Literal, get_args
 
 import torch
@@ -33,13 +34,29 @@ PRECISIONS: tuple[str, ...] = get_args(Precision)
 
 
 def cpu_supports(feature: str) -> bool:
-    """Whether torch reports the CPU feature ``feature`` (``avx512_bf16``, ``amx_tile``);
-    False where this torch cannot tell (older releases, other platforms)."""
+    """Whether the CPU has the feature ``feature`` (``avx512_bf16``, ``amx_tile``): as torch
+    reports it, or, where this torch cannot tell (releases before 2.5), as Linux lists it in
+    /proc/cpuinfo; False where neither can tell."""
     probe = getattr(torch.cpu, f"_is_{feature}_supported", None)
+    if probe is None:
+        return feature in _linux_cpu_flags()
     try:
-        return bool(probe()) if probe is not None else False
+        return bool(probe())
     except RuntimeError:
         return False
+
+
+@functools.cache
+def _linux_cpu_flags() -> frozenset[str]:
+    """The CPU feature flags of /proc/cpuinfo (empty where there is none)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return frozenset()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return frozenset(line.partition(":")[2].split())
+    return frozenset()
 
 
 @functools.cache

@@ -2,7 +2,8 @@
 
 ``VecObs -> per-type embedding -> transformer blocks within rows -> action heads on the actors
 (one per action, by kind: categorical, select-entity, Gaussian for continuous; see
-entityrl.nn.heads) and a value head on each row's mean embedding``.
+entityrl.nn.heads) and a value head on each row's mean embedding``; with ``net.memory`` a GRU
+state per row joins the embeddings before the heads (:mod:`entityrl.nn.recurrent`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from entityrl.nn.kernels.pointwise import layer_norm
 from entityrl.nn.layout import BatchLayout, build_layout
 from entityrl.nn.memory import reuse_large_allocations
 from entityrl.nn.precision import Precision, compute_dtype, limit_compiled_product_caches
+from entityrl.nn.recurrent import RowMemory, Sequences
 from entityrl.nn.relpos import RelativePositions, RelposConfig
 from entityrl.nn.transformer import AttentionContext, Block, Pooling, attention_context, row_mean
 from entityrl.ragged import RaggedArray
@@ -51,6 +53,9 @@ class RogueNetConfig:
     """Re-centre positions on a reference entity (None: off)."""
     separate_value: bool = False
     """Give the value function its own embedding and transformer."""
+    memory: bool = False
+    """Give every row (environment) a GRU state that carries over its steps, reset at episode
+    ends (see entityrl.nn.recurrent); PPO then trains on chunks of ppo.seq_len steps."""
     norm_clip: float = 5.0
     """Normalized input features are clipped to [-norm_clip, norm_clip]."""
     precision: Precision = "auto"
@@ -62,6 +67,11 @@ class RogueNetConfig:
         for name in ("d_model", "n_head", "d_qk"):
             if getattr(self, name) < 1:
                 raise ValueError(f"net.{name} must be >= 1, got {getattr(self, name)}")
+        if self.memory and self.separate_value:
+            raise ValueError(
+                "net.memory and net.separate_value cannot be combined (the memory feeds the "
+                "shared embeddings the value head reads); set one of them to false"
+            )
         if self.n_layer < 0:
             raise ValueError(f"net.n_layer must be >= 0, got {self.n_layer}")
         if self.d_model % self.n_head:
@@ -108,6 +118,7 @@ class PolicyOutput:
 
     heads: dict[str, HeadOutput]
     values: torch.Tensor  # (R,)
+    state: torch.Tensor | None = None  # (R, memory): each row's state after it (net.memory)
 
     def cpu(self) -> PolicyOutput:
         """The outputs on the CPU (itself if they are there), where environments read them."""
@@ -119,6 +130,7 @@ class PolicyOutput:
                 for name, h in self.heads.items()
             },
             self.values.cpu(),
+            None if self.state is None else self.state.cpu(),
         )
 
     def actions(self, obs: VecObs) -> dict[str, RaggedArray]:
@@ -215,6 +227,7 @@ class RogueNet(nn.Module):
             }
         )
         self.value_head = ValueHead(self.config.d_model)
+        self.memory = RowMemory(self.config.d_model) if self.config.memory else None
         # Torch's attention needs padded grids; the ragged kernel (on the CPU, when it is built
         # and takes heads this wide) and row pooling do not.
         self.uses_attention = self.config.n_layer > 0 and self.config.pooling is None
@@ -269,13 +282,17 @@ class RogueNet(nn.Module):
         actions: Mapping[str, torch.Tensor] | None = None,
         deterministic: bool = False,
         generator: torch.Generator | None = None,
+        state: torch.Tensor | None = None,
+        sequences: Sequences | None = None,
     ) -> PolicyOutput:
         """Score ``actions`` (per action name, one row per actor: an int64 index, or a
         continuous action's values) or sample new ones (with
         ``generator``, torch's default one if None). ``batch`` must be on the network's
-        device."""
+        device. With ``net.memory``: ``state`` (rows, memory) is each row's state before this
+        step (None: fresh episodes), or ``sequences`` says how the rows form chunks of steps."""
         ctx = attention_context(batch.layout)
         x = self.encoder(batch, ctx)
+        x, state = self._remember(x, batch.layout, state, sequences)
         heads: dict[str, HeadOutput] = {}
         for name in self.action_space:
             chosen = None if actions is None else actions[name]
@@ -283,7 +300,32 @@ class RogueNet(nn.Module):
             heads[name] = head(x, batch.heads[name], chosen, deterministic, generator)
         value_x = x if self.value_encoder is None else self.value_encoder(batch, ctx)
         values = self.value_head(row_mean(value_x, batch.layout))
-        return PolicyOutput(heads, values)
+        return PolicyOutput(heads, values, state)
+
+    def _remember(
+        self,
+        x: torch.Tensor,
+        layout: BatchLayout,
+        state: torch.Tensor | None,
+        sequences: Sequences | None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """With net.memory: the rows' new states, and ``x`` with them added."""
+        if self.memory is None:
+            if state is not None or sequences is not None:
+                raise ValueError("a state was given to a network without net.memory")
+            return x, None
+        pooled = row_mean(x, layout).float()
+        if sequences is not None:
+            new_state = self.memory.sequence(pooled, sequences)
+        else:
+            if state is None:
+                state = self.memory.initial_state(layout.num_rows, x.device)
+            new_state = self.memory.step(pooled, state)
+        return self.memory.broadcast(x, new_state, layout), new_state
+
+    def initial_state(self, rows: int) -> torch.Tensor | None:
+        """The state of rows starting an episode (on the CPU); None without net.memory."""
+        return None if self.memory is None else self.memory.initial_state(rows)
 
     @torch.inference_mode()
     def act(
@@ -291,26 +333,41 @@ class RogueNet(nn.Module):
         obs: VecObs,
         deterministic: bool = False,
         generator: torch.Generator | None = None,
+        state: torch.Tensor | None = None,
     ) -> PolicyOutput:
         """Sample actions for a batch of observations (no gradients; outputs on the CPU).
-        ``generator`` (on the network's device) draws the samples; None: torch's default."""
+        ``generator`` (on the network's device) draws the samples; None: torch's default.
+        ``state``: with net.memory, the rows' states (None: fresh episodes); the output's
+        ``state`` is the one to pass with the next observation."""
         batch = self.prepare(obs).to(self.device)
-        return self(batch, deterministic=deterministic, generator=generator).cpu()
+        state = None if state is None else state.to(self.device)
+        return self(batch, deterministic=deterministic, generator=generator, state=state).cpu()
 
     @torch.inference_mode()
-    def values(self, obs: VecObs) -> torch.Tensor:
-        """State values of a batch of observations (no actions, no gradients; on the CPU)."""
+    def values(self, obs: VecObs, state: torch.Tensor | None = None) -> torch.Tensor:
+        """State values of a batch of observations (no actions, no gradients; on the CPU);
+        ``state`` as for :meth:`act`."""
         batch = self.prepare(obs).to(self.device)
         ctx = attention_context(batch.layout)
         encoder = self.encoder if self.value_encoder is None else self.value_encoder
-        return self.value_head(row_mean(encoder(batch, ctx), batch.layout)).cpu()
+        x = encoder(batch, ctx)
+        state = None if state is None else state.to(self.device)
+        x, _ = self._remember(x, batch.layout, state, None)
+        return self.value_head(row_mean(x, batch.layout)).cpu()
 
-    def evaluate(self, obs: VecObs, actions: Mapping[str, RaggedArray]) -> PolicyOutput:
+    def evaluate(
+        self,
+        obs: VecObs,
+        actions: Mapping[str, RaggedArray],
+        sequences: Sequences | None = None,
+    ) -> PolicyOutput:
         """Log-probabilities and entropies of given actions, and values (with gradients, on
-        the network's device)."""
+        the network's device); with net.memory, ``sequences`` says how the rows form chunks
+        of consecutive steps."""
         device = self.device
         chosen = {name: self.heads[_key(name)].chosen(a).to(device) for name, a in actions.items()}
-        return self(self.prepare(obs).to(device), chosen)
+        sequences = None if sequences is None else sequences.to(device)
+        return self(self.prepare(obs).to(device), chosen, sequences=sequences)
 
     @torch.no_grad()
     def update_normalizers(self, obs: VecObs, combine: Combine | None = None) -> None:

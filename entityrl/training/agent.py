@@ -22,6 +22,7 @@ from entityrl.env.stacking import stacking
 from entityrl.env.vec_env import EnvFactory, SerialVecEnv, VecEnv
 from entityrl.env.vec_obs import VecObs
 from entityrl.nn.device import resolve_device
+from entityrl.nn.recurrent import fresh_episodes
 from entityrl.nn.rogue_net import RogueNet
 from entityrl.ragged import RaggedArray
 from entityrl.training.checkpoint import (
@@ -74,6 +75,8 @@ class Agent:
         self.path = path
         self.deterministic = deterministic
         self.seed(seed)
+        # With net.memory: each row's state, carried from one act to the next.
+        self.state: torch.Tensor | None = None
 
     @property
     def obs_space(self) -> ObsSpace:
@@ -99,8 +102,27 @@ class Agent:
                 f"the observation's actions {sorted(obs.action_masks)} differ from the agent's "
                 f"{sorted(self.action_space)} (in one but not the other: {unknown})"
             )
-        out = self.net.act(obs, deterministic=self.deterministic, generator=self.generator)
+        out = self.net.act(
+            obs,
+            deterministic=self.deterministic,
+            generator=self.generator,
+            state=self._state_for(obs),
+        )
+        self.state = out.state
         return out.actions(obs)
+
+    def _state_for(self, obs: VecObs) -> torch.Tensor | None:
+        """With net.memory, the rows' states for ``obs``: carried over from the last call,
+        reset for rows whose episode ended (``obs.done``: the observation starts a new one),
+        and fresh when the rows are not those of the last call (another batch of
+        environments; see :meth:`reset`)."""
+        if self.state is None or self.state.shape[0] != obs.num_rows:
+            return None
+        return fresh_episodes(self.state, obs.done)
+
+    def reset(self) -> None:
+        """Forget the rows' states (net.memory): the next observation starts new episodes."""
+        self.state = None
 
     def check_env(self, env: VecEnv) -> None:
         """Raise :class:`AgentError` naming every difference between the spaces the agent was

@@ -185,6 +185,8 @@ class TrainConfig:
                 "eval.stop_at_target needs target_return and eval.interval > 0; got "
                 f"target_return={self.target_return}, eval.interval={self.eval.interval}"
             )
+        if self.net.memory:
+            self._check_sequences()
         for key, value in (
             ("rollout.num_envs", self.rollout.num_envs),
             ("optim.bs", self.optim.bs),
@@ -193,6 +195,24 @@ class TrainConfig:
             if value % self.world_size:
                 raise ConfigError(
                     f"{key} ({value}) must be a multiple of world_size ({self.world_size})"
+                )
+
+    def _check_sequences(self) -> None:
+        """With net.memory, minibatches are whole chunks of ppo.seq_len steps."""
+        seq_len = self.ppo.seq_len or self.rollout.steps
+        if self.rollout.steps % seq_len:
+            raise ConfigError(
+                f"ppo.seq_len ({seq_len}) must divide rollout.steps ({self.rollout.steps}) "
+                "with net.memory (chunks of consecutive steps)"
+            )
+        for key, value in (
+            ("optim.bs", self.optim.bs),
+            ("optim.micro_bs", self.optim.micro_bs or self.optim.bs),
+        ):
+            if (value // self.world_size) % seq_len:
+                raise ConfigError(
+                    f"{key} ({value}) per process must be a multiple of ppo.seq_len ({seq_len}) "
+                    "with net.memory (minibatches of whole chunks)"
                 )
 
     @property

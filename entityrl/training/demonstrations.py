@@ -73,19 +73,29 @@ def split(
     return join(train, env), join(val, env)
 
 
+def demonstrations_for(purpose: str, bc: BCConfig, env: VecEnv) -> Demonstrations:
+    """All episodes of ``bc.demos`` (at most ``bc.max_episodes``) as one batch, for
+    ``purpose`` (e.g. "algo=gail"); a recording that cannot serve is reported like any
+    other bad setting of the run (ConfigError naming bc.demos and what is wrong)."""
+    from entityrl.recording import RecordingError
+
+    try:
+        episodes = load_episodes(bc.demos, env, bc.max_episodes)
+    except RecordingError as err:
+        raise ConfigError(f"bc.demos (for {purpose}): {err}") from None
+    if not episodes:
+        raise ConfigError(f"bc.demos (for {purpose}) holds no complete episode: {bc.demos}")
+    return join(episodes, env)
+
+
 class DemonstrationLoss:
     """Behaviour cloning alongside PPO: after each PPO update, ``bc.batches`` minibatch steps
     on all episodes of ``bc.demos``, with the learning rate times ``bc.strength``, the strength
     falling linearly to 0 over ``bc.anneal_steps`` environment steps (if set)."""
 
     def __init__(self, bc: BCConfig, env: VecEnv, seed: int) -> None:
-        from entityrl.recording import RecordingError
-
         self.bc = bc
-        try:
-            self.data = join(load_episodes(bc.demos, env, bc.max_episodes), env)
-        except RecordingError as err:  # reported like any other bad setting of a PPO run
-            raise ConfigError(f"bc.demos (for bc.strength={bc.strength}): {err}") from None
+        self.data = demonstrations_for(f"bc.strength={bc.strength}", bc, env)
         self.rng = np.random.default_rng(seed)
 
     def strength(self, step: int) -> float:

@@ -19,6 +19,7 @@ from entityrl.algo.rollout import Rollout
 from entityrl.env.process_vec_env import ProcessVecEnv
 from entityrl.env.vec_env import SerialVecEnv, VecEnv
 from entityrl.env.vec_obs import VecObs
+from entityrl.nn.recurrent import fresh_episodes
 from entityrl.nn.rogue_net import RogueNet
 from entityrl.ragged import RaggedArray
 
@@ -35,39 +36,55 @@ class _Transition:
     done: npt.NDArray[np.bool_] | None = None
     # Per row, the value of the observation that ended a truncated episode (else 0).
     bootstrap: npt.NDArray[np.float32] | None = None
+    # With net.memory, per row, the state the policy acted from.
+    state: npt.NDArray[np.float32] | None = None
 
 
 # A step's transition and the episode metrics it reported.
 _Step = tuple[_Transition, dict[str, npt.NDArray[np.float64]]]
-# Consecutive steps, and the observations after the last.
-_Steps = tuple[list[_Step], VecObs]
+# Consecutive steps, the observations after the last, and the state to act from next (None
+# without net.memory).
+_Steps = tuple[list[_Step], VecObs, torch.Tensor | None]
 
 
-def _run(net: RogueNet, env: VecEnv, obs: VecObs, steps: int, generator: torch.Generator) -> _Steps:
-    """``steps`` steps of ``env`` from ``obs`` with ``net``'s actions, sampled with
-    ``generator``."""
+def _run(
+    net: RogueNet,
+    env: VecEnv,
+    obs: VecObs,
+    state: torch.Tensor | None,
+    steps: int,
+    generator: torch.Generator,
+) -> _Steps:
+    """``steps`` steps of ``env`` from ``obs`` (and the policy's ``state``) with ``net``'s
+    actions, sampled with ``generator``."""
     transitions = []
     for _ in range(steps):
-        out = net.act(obs, generator=generator)
+        out = net.act(obs, generator=generator, state=state)
         actions = out.actions(obs)
         logprobs = {
             name: RaggedArray(head.logprob.numpy().reshape(-1, 1), actions[name].lengths)
             for name, head in out.heads.items()
         }
         transition = _Transition(obs, actions, logprobs, out.values.numpy())
+        if state is not None:
+            transition.state = state.numpy()
         obs = env.act(actions)
         transition.reward, transition.done = obs.reward, obs.done
-        transition.bootstrap = _truncation_values(net, obs)
+        transition.bootstrap = _truncation_values(net, obs, out.state)
         transitions.append((transition, obs.metrics))
-    return transitions, obs
+        state = None if out.state is None else fresh_episodes(out.state, obs.done)
+    return transitions, obs, state
 
 
-def _truncation_values(net: RogueNet, obs: VecObs) -> npt.NDArray[np.float32]:
+def _truncation_values(
+    net: RogueNet, obs: VecObs, state: torch.Tensor | None
+) -> npt.NDArray[np.float32]:
     """Per row, the value of the final observation of an episode cut off on this step (0 for
-    rows that went on or ended by the task)."""
+    rows that went on or ended by the task); ``state``: the policy's, before the reset."""
     values = np.zeros(obs.num_rows, dtype=np.float32)
     if obs.truncated is not None and obs.final is not None:
-        values[obs.truncated] = net.values(obs.final).numpy()
+        final_state = None if state is None else state[torch.from_numpy(obs.truncated)]
+        values[obs.truncated] = net.values(obs.final, final_state).numpy()
     return values
 
 
@@ -91,11 +108,15 @@ class Sampler:
         self.steps = steps
         self.generator = generator or _new_generator(net.device)
         self.obs: VecObs = env.reset()
+        # With net.memory, the state each environment's policy acts from next.
+        self.state = net.initial_state(env.num_envs)
 
     def collect(self) -> Rollout:
         """The next ``steps`` steps of every environment (advantages not estimated yet: the
         algorithm decides the rewards they are estimated from)."""
-        transitions, self.obs = _run(self.net, self.env, self.obs, self.steps, self.generator)
+        transitions, self.obs, self.state = _run(
+            self.net, self.env, self.obs, self.state, self.steps, self.generator
+        )
         return self._rollout([transitions])
 
     def _rollout(self, groups: list[list[_Step]]) -> Rollout:
@@ -112,7 +133,7 @@ class Sampler:
         rewards = np.stack([np.concatenate([t.reward for t in step]) for step in steps])  # type: ignore[misc]
         dones = np.stack([np.concatenate([t.done for t in step]) for step in steps])  # type: ignore[misc]
         bootstrap = np.stack([np.concatenate([t.bootstrap for t in step]) for step in steps])  # type: ignore[misc]
-        next_values = self.net.values(self.obs).numpy()
+        next_values = self.net.values(self.obs, self.state).numpy()
         names = list(self.env.action_space)
         return Rollout(
             obs=VecObs.concat([t.obs for t in flat], self.env.choices),
@@ -125,6 +146,7 @@ class Sampler:
             next_obs=self.obs,
             next_values=next_values,
             metrics={key: np.concatenate(values) for key, values in parts.items()},
+            states=None if self.state is None else np.concatenate([t.state for t in flat]),  # type: ignore[misc]
         )
 
 
@@ -159,11 +181,21 @@ class WorkerSampler(Sampler):
 
     def collect(self) -> Rollout:
         # As numpy arrays: torch tensors would cross the pipe through shared-memory files.
-        state = {name: value.numpy() for name, value in self.net.state_dict().items()}
+        params = {name: value.numpy() for name, value in self.net.state_dict().items()}
         seeds = self.rng.integers(2**63, size=self.env.num_workers)
-        parts = self.env.call(_worker_rollout, [(state, self.steps, int(s)) for s in seeds])
-        self.obs = self.env.assemble([latest for _, latest in parts])
-        return self._rollout([transitions for transitions, _ in parts])
+        bounds = self.env.bounds
+        states = [
+            None if self.state is None else self.state[bounds[k] : bounds[k + 1]].numpy()
+            for k in range(self.env.num_workers)
+        ]
+        parts = self.env.call(
+            _worker_rollout,
+            [(params, state, self.steps, int(s)) for state, s in zip(states, seeds, strict=True)],
+        )
+        self.obs = self.env.assemble([latest for _, latest, _ in parts])
+        if self.state is not None:
+            self.state = torch.cat([torch.from_numpy(state) for _, _, state in parts])
+        return self._rollout([transitions for transitions, _, _ in parts])
 
 
 def _install_policy(envs: SerialVecEnv, context: dict[str, Any], policy: bytes) -> None:
@@ -176,16 +208,21 @@ def _install_policy(envs: SerialVecEnv, context: dict[str, Any], policy: bytes) 
 def _worker_rollout(
     envs: SerialVecEnv,
     context: dict[str, Any],
-    state: dict[str, npt.NDArray[Any]],
+    params: dict[str, npt.NDArray[Any]],
+    state: npt.NDArray[np.float32] | None,
     steps: int,
     seed: int,
-) -> _Steps:
-    """In a worker: ``steps`` steps of its environments with the policy of ``state``."""
+) -> tuple[list[_Step], VecObs, npt.NDArray[np.float32] | None]:
+    """In a worker: ``steps`` steps of its environments with the policy of ``params``, from
+    the policy's ``state`` of its environments (net.memory)."""
     net: RogueNet = context["net"]
-    net.load_state_dict({name: torch.from_numpy(value) for name, value in state.items()})
+    net.load_state_dict({name: torch.from_numpy(value) for name, value in params.items()})
     generator = torch.Generator()
     generator.manual_seed(seed)
-    return _run(net, envs, envs.observation, steps, generator)
+    initial = None if state is None else torch.from_numpy(state)
+    transitions, latest, final = _run(net, envs, envs.observation, initial, steps, generator)
+    # As numpy, like everything else sent back (see WorkerSampler.collect).
+    return transitions, latest, None if final is None else final.numpy()
 
 
 def _new_generator(device: torch.device) -> torch.Generator:

@@ -135,13 +135,18 @@ class _InterruptedError(Exception):
 
 
 class _Report(Callback):
-    """Reports the running mean return to the trial; stops the run if the pruner says so."""
+    """Reports the running mean return to the trial; stops the run if the pruner says so, or
+    if Ctrl-C came while the trainer was not yet listening for it (during its setup)."""
 
-    def __init__(self, trial: optuna.Trial) -> None:
+    def __init__(self, trial: optuna.Trial, interrupted: Callable[[], bool]) -> None:
         self.trial = trial
+        self.interrupted = interrupted
         self.pruned = False
 
     def on_iteration(self, trainer: Trainer, metrics: dict[str, float]) -> None:
+        if self.interrupted():
+            trainer.request_stop("interrupted")
+            return
         value = trainer.mean_return
         if value is None:
             return
@@ -192,24 +197,30 @@ class Tuner:
     def objective(self, trial: optuna.Trial) -> float:
         import optuna
 
-        from entityrl.training.agent import evaluate, load_agent, make_eval_env
         from entityrl.training.runner import train
 
         values = {p.key: p.suggest(trial) for p in self.params}
         run_dir = self.study_dir / f"trial-{trial.number:04d}"
-        report = _Report(trial)
+        report = _Report(trial, lambda: self.stop_requested)
         result = train(config=self.config_for(values, run_dir), callbacks=[report])
-        if result.interrupted:
+        if result.interrupted or self.stop_requested:
             self.stop_requested = True
             raise _InterruptedError  # recorded as failed: a resumed study runs it again
         if report.pruned:
             self.announce(f"trial {trial.number}: pruned at step {result.steps:,} {values}")
             raise optuna.TrialPruned()
-        agent = load_agent(run_dir, seed=self.seed)
-        with make_eval_env(agent, num_envs=8, seed=self.seed + 12345) as env:
-            value = evaluate(agent, env, self.episodes).mean()
+        value = self.score(run_dir)
         self.announce(f"trial {trial.number}: mean return {value:.4f} {values}")
         return value
+
+    def score(self, run_dir: Path) -> float:
+        """A finished trial's value: the mean return of the run's final agent over
+        ``episodes`` evaluation episodes (the same episodes for every trial)."""
+        from entityrl.training.agent import evaluate, load_agent, make_eval_env
+
+        agent = load_agent(run_dir, seed=self.seed)
+        with make_eval_env(agent, num_envs=8, seed=self.seed + 12345) as env:
+            return float(evaluate(agent, env, self.episodes).mean())
 
     def run(self, trials: int) -> optuna.Study:
         """Run trials until the study holds ``trials`` finished (complete or pruned) ones."""
@@ -240,7 +251,15 @@ class Tuner:
 
     def write_best(self, study: optuna.Study) -> Path | None:
         """``best.yaml``: the base config with the best trial's values (atomically)."""
-        complete = [t for t in study.trials if t.value is not None and math.isfinite(t.value)]
+        from optuna.trial import TrialState
+
+        # Only complete trials were evaluated: Optuna gives a pruned trial its last running
+        # training return as value, which is not comparable with an evaluation's mean.
+        complete = [
+            t
+            for t in study.trials
+            if t.state == TrialState.COMPLETE and t.value is not None and math.isfinite(t.value)
+        ]
         if not complete:
             return None
         best = max(complete, key=lambda t: t.value)

@@ -172,6 +172,10 @@ def test_every_shipped_config_exports_and_decides_as_torch(config_file: Path) ->
         with pytest.raises(ExportError, match="the ONNX format"):
             export_bytes(agent)
         return
+    if config.net.memory:  # a recurrent state is not part of the exported model (yet)
+        with pytest.raises(ExportError, match=r"net\.memory"):
+            export_bytes(agent)
+        return
     policy = OnnxPolicy(export_bytes(agent))
     found = []
     cls = REGISTRY.get(config.env.id)

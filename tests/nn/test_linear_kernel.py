@@ -499,3 +499,16 @@ def test_builds_without_avx512_bf16_and_falls_back(
         monkeypatch.undo()
         lk._reset()
     assert lk.kernel_available() == CAN_RUN
+
+
+def test_cpu_features_come_from_linux_where_torch_cannot_tell(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """torch before 2.5 has no CPU feature probes: /proc/cpuinfo's flags answer instead."""
+    from entityrl.nn import precision
+
+    monkeypatch.delattr(torch.cpu, "_is_avx512_bf16_supported", raising=False)
+    monkeypatch.setattr(precision, "_linux_cpu_flags", lambda: frozenset({"avx512_bf16"}))
+    assert cpu_supports("avx512_bf16")
+    monkeypatch.setattr(precision, "_linux_cpu_flags", lambda: frozenset({"avx2"}))
+    assert not cpu_supports("avx512_bf16")

@@ -175,3 +175,17 @@ def test_gail_without_the_environment_reward_learns_to_pick_like_the_expert(
         assert evaluate(agent, env, episodes=200).mean() >= 0.8
     with make_vec("CherryPick", 8, seed=12345, num_cherries=4) as env:
         assert evaluate(RandomPolicy(env.action_space, seed=0), env, 200).mean() < 0.5
+
+
+def test_gail_with_recordings_of_other_spaces_is_a_one_line_error(
+    demos: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from entityrl.cli.main import main
+
+    args = ["train", "PickMatchingBalls", "algo=gail", f"bc.demos=[{demos}]", *QUIET,
+            f"log.run_dir={tmp_path / 'run'}"]  # fmt: skip
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("entityrl train: error: bc.demos (for algo=gail): ")
+    assert "entity type 'Cherry' is missing from the environment" in err
+    assert len(err.strip().splitlines()) == 1

@@ -29,8 +29,9 @@ SMALL = [
 ]
 
 
-def test_two_processes_train_in_step_and_resume(tmp_path: Path) -> None:
-    config = load_config("CherryPick", [*SMALL, f"log.run_dir={tmp_path}"])
+@pytest.mark.parametrize("extra", [[], ["net.memory=true", "ppo.seq_len=4"]], ids=["", "memory"])
+def test_two_processes_train_in_step_and_resume(tmp_path: Path, extra: list[str]) -> None:
+    config = load_config("CherryPick", [*SMALL, f"log.run_dir={tmp_path}", *extra])
     result = train(config=config)  # raises if the processes' parameters diverged
     assert result.steps == 128 and result.mean_return is not None
     steps = [

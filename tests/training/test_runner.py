@@ -69,8 +69,18 @@ def interrupt_after(iterations: int):
         (1, ("ppo.norm_reward=true",)),
         (2, ("env.stack=3",)),
         (2, ("rnd.coef=0.5",)),
+        (1, ("net.memory=true", "ppo.seq_len=4")),
+        (2, ("net.memory=true", "ppo.seq_len=4")),
     ],
-    ids=["in_process", "worker_processes", "reward_normalization", "stacking", "rnd"],
+    ids=[
+        "in_process",
+        "worker_processes",
+        "reward_normalization",
+        "stacking",
+        "rnd",
+        "memory",
+        "memory_worker_processes",
+    ],
 )
 def test_an_interrupted_run_resumed_reaches_the_same_parameters(
     tmp_path: Path, processes: int, extra: tuple[str, ...]

@@ -14,7 +14,7 @@ import optuna
 
 from entityrl.cli.main import main
 from entityrl.training.config import load_config
-from entityrl.training.tune import TuneError, check_space, parse_space
+from entityrl.training.tune import TuneError, Tuner, check_space, parse_space
 
 TINY = ["total_timesteps=1024", "rollout.num_envs=8", "rollout.steps=16", "net.d_model=16",
         "log.tensorboard=false"]  # fmt: skip
@@ -71,6 +71,25 @@ def test_a_study_writes_its_best_config_and_resumes(tmp_path: Path) -> None:
     assert resumed[2].params not in [t.params for t in first]
 
 
+def test_best_config_comes_from_an_evaluated_trial(tmp_path: Path) -> None:
+    space = {"optim.lr": {"type": "float", "low": 1e-4, "high": 1e-2, "log": True}}
+    tuner = Tuner(tmp_path, "CherryPick", TINY, parse_space(space), episodes=4)
+    study = optuna.create_study(direction="maximize")
+    lr = optuna.distributions.FloatDistribution(1e-4, 1e-2, log=True)
+    for value, state in [(0.5, "COMPLETE"), (0.9, "PRUNED")]:
+        study.enqueue_trial({"optim.lr": 0.001 if state == "COMPLETE" else 0.002})
+        trial = study.ask({"optim.lr": lr})
+        trial.report(value, 512)
+        if state == "COMPLETE":
+            study.tell(trial, value)
+        else:
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+    assert study.trials[1].value == 0.9  # Optuna keeps a pruned trial's last running return
+    best = tuner.write_best(study)
+    assert best is not None and load_config(best).optim.lr == pytest.approx(0.001)
+    assert "Best of 1 trial(s)" in best.read_text()
+
+
 def test_an_interrupted_study_resumes(tmp_path: Path) -> None:
     study = tmp_path / "study"
     command = [sys.executable, "-m", "entityrl", "tune", "CherryPick", *TINY,
@@ -86,10 +105,33 @@ def test_an_interrupted_study_resumes(tmp_path: Path) -> None:
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     finished = [t for t in trials(study) if t.state == optuna.trial.TrialState.COMPLETE]
-    assert len(finished) >= 3 - sum(
-        t.state == optuna.trial.TrialState.PRUNED for t in trials(study)
-    )
+    done_states = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+    resumed = trials(study)
+    assert len([t for t in resumed if t.state in done_states]) == 3
+    assert (resumed[0].params, resumed[0].value) == (finished[0].params, finished[0].value)
     assert "resuming the study" in done.stdout
+
+
+def test_ctrl_c_before_the_trainer_listens_stops_the_trial(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import entityrl.training.runner as runner
+
+    real_train, results = runner.train, []
+
+    def train_after_ctrl_c(**kwargs: object) -> runner.TrainResult:
+        if results:  # the second trial: Ctrl-C while it sets up
+            signal.raise_signal(signal.SIGINT)
+        results.append(real_train(**kwargs))  # type: ignore[arg-type]
+        return results[-1]
+
+    monkeypatch.setattr(runner, "train", train_after_ctrl_c)
+    space = {"optim.lr": {"type": "float", "low": 1e-4, "high": 1e-2, "log": True}}
+    tuner = Tuner(tmp_path, "CherryPick", TINY, parse_space(space), episodes=4)
+    with pytest.raises(KeyboardInterrupt):
+        tuner.run(3)
+    assert [t.state.name for t in trials(tmp_path)] == ["COMPLETE", "FAIL"]
+    assert [r.steps for r in results] == [1024, 128]  # stopped after its first iteration
 
 
 def test_missing_or_bad_input_is_one_line(

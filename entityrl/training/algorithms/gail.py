@@ -19,8 +19,7 @@ from entityrl.algo.gail import Discriminator
 from entityrl.algo.rollout import Rollout
 from entityrl.training.algorithms.base import Context
 from entityrl.training.algorithms.ppo import PPO
-from entityrl.training.config import ConfigError
-from entityrl.training.demonstrations import join, load_episodes
+from entityrl.training.demonstrations import demonstrations_for
 
 
 class GAIL(PPO):
@@ -32,12 +31,7 @@ class GAIL(PPO):
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         config = ctx.config
-        episodes = load_episodes(config.bc.demos, ctx.env, config.bc.max_episodes)
-        if not episodes:
-            raise ConfigError(
-                f"bc.demos (for algo=gail) holds no complete episode: {config.bc.demos}"
-            )
-        self.expert = join(episodes, ctx.env)
+        self.expert = demonstrations_for("algo=gail", config.bc, ctx.env)
         self.last_learned = 0.0  # the latest rollout's mean learned reward (for the log)
         self.discriminator = Discriminator(
             ctx.env.obs_space, ctx.env.action_space, config.gail, config.optim, ctx.net.device

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import torch
 
 from entityrl.algo.ppo import ppo_update
 from entityrl.algo.reward_scale import RewardScaler
@@ -49,6 +50,7 @@ class PPO(Algorithm):
         self.demonstrations = (
             DemonstrationLoss(config.bc, ctx.env, config.seed) if config.bc.strength else None
         )
+        self.saved_memory: torch.Tensor | None = None  # see load_state_dict
 
     def begin(self, resumed: bool, pretrained: bool) -> None:
         if not resumed and not pretrained:
@@ -120,6 +122,8 @@ class PPO(Algorithm):
 
     def restore_environments(self, obs: VecObs) -> None:
         self.sampler.obs = obs
+        # The environments continue their episodes: so does the policy's memory.
+        self.sampler.state = self.saved_memory
 
     def state_dict(self) -> dict[str, Any]:
         state: dict[str, Any] = {}
@@ -127,6 +131,8 @@ class PPO(Algorithm):
             state["reward_scale"] = self.reward_scaler.state_dict()
         if self.rnd is not None:
             state["rnd"] = self.rnd.state_dict()
+        if self.sampler.state is not None:
+            state["memory"] = self.sampler.state
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -134,3 +140,6 @@ class PPO(Algorithm):
             self.reward_scaler.load_state_dict(state["reward_scale"])
         if self.rnd is not None:
             self.rnd.load_state_dict(state["rnd"])
+        # Used once the environments are back where they were (restore_environments); if
+        # they cannot be, they start new episodes, and the memory too.
+        self.saved_memory = state.get("memory")
