@@ -11,9 +11,13 @@ from entityrl.env.observation import (
     ActionMask,
     CategoricalAction,
     CategoricalActionMask,
+    ContinuousAction,
+    ContinuousActionMask,
     EntityID,
     GlobalCategoricalAction,
     GlobalCategoricalActionMask,
+    GlobalContinuousAction,
+    GlobalContinuousActionMask,
     Observation,
     SelectEntityAction,
     SelectEntityActionMask,
@@ -23,8 +27,10 @@ from entityrl.env.random_policy import RandomPolicy
 from entityrl.env.spaces import (
     ActionSpace,
     CategoricalActionSpace,
+    ContinuousActionSpace,
     Entity,
     GlobalCategoricalActionSpace,
+    GlobalContinuousActionSpace,
     ObsSpace,
     SelectEntityActionSpace,
 )
@@ -36,7 +42,13 @@ from entityrl.env.validator import (
     validate_vec_obs,
 )
 from entityrl.env.vec_env import EnvFactory, EpisodeTracker, SerialVecEnv, VecEnv
-from entityrl.env.vec_obs import VecActionMask, VecCategoricalMask, VecObs, VecSelectEntityMask
+from entityrl.env.vec_obs import (
+    VecActionMask,
+    VecCategoricalMask,
+    VecContinuousMask,
+    VecObs,
+    VecSelectEntityMask,
+)
 from entityrl.ragged import RaggedArray
 
 __all__ = [
@@ -48,6 +60,9 @@ __all__ = [
     "CategoricalAction",
     "CategoricalActionMask",
     "CategoricalActionSpace",
+    "ContinuousAction",
+    "ContinuousActionMask",
+    "ContinuousActionSpace",
     "Entity",
     "EntityID",
     "EnvFactory",
@@ -58,6 +73,9 @@ __all__ = [
     "GlobalCategoricalAction",
     "GlobalCategoricalActionMask",
     "GlobalCategoricalActionSpace",
+    "GlobalContinuousAction",
+    "GlobalContinuousActionMask",
+    "GlobalContinuousActionSpace",
     "NativeStepping",
     "ObsSpace",
     "Observation",
@@ -71,6 +89,7 @@ __all__ = [
     "ValidatingEnvironment",
     "VecActionMask",
     "VecCategoricalMask",
+    "VecContinuousMask",
     "VecEnv",
     "VecObs",
     "VecSelectEntityMask",

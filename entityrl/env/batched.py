@@ -14,6 +14,7 @@ from collections.abc import Mapping
 import numpy as np
 import numpy.typing as npt
 
+from entityrl.env.actions import ActionKind, kind_of
 from entityrl.env.step_checks import StepChecks
 from entityrl.env.validator import validate_vec_obs
 from entityrl.env.vec_env import EpisodeTracker, VecEnv, check_actions
@@ -47,6 +48,7 @@ class BatchedEnvironment(VecEnv):
         self.validate = validate
         self._last: VecObs | None = None
         self._checks: StepChecks | None = None
+        self._kinds: dict[str, ActionKind] | None = None  # once the spaces are declared
 
     @abstractmethod
     def reset_envs(self, envs: npt.NDArray[np.int64]) -> None:
@@ -87,7 +89,7 @@ class BatchedEnvironment(VecEnv):
         if self._last is None:
             raise RuntimeError("call reset() before act()")
         check_actions(actions, self._last, self.action_space)
-        reward, done = self.step(actions)
+        reward, done = self.step(self._to_env(actions))
         ended = np.flatnonzero(done)
         env_metrics = self.episode_metrics(ended) if ended.size else {}
         cut_off = self.truncated(ended) if ended.size else None
@@ -106,6 +108,16 @@ class BatchedEnvironment(VecEnv):
         obs.metrics = self.episodes.step(obs.reward, done)
         obs.metrics.update(env_metrics)
         return self._checked(obs)
+
+    def _to_env(self, actions: Mapping[str, RaggedArray]) -> Mapping[str, RaggedArray]:
+        """The actions as the simulation receives them (continuous values clipped to their
+        bounds, see :mod:`entityrl.env.actions`)."""
+        if self._kinds is None:
+            self._kinds = {name: kind_of(space) for name, space in self.action_space.items()}
+        return {
+            name: self._kinds[name].to_env(self.action_space[name], values)
+            for name, values in actions.items()
+        }
 
     def _checked(self, obs: VecObs) -> VecObs:
         if self.validate:

@@ -8,47 +8,26 @@ numpy happens once per batch, and everything per entity is vectorized.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from itertools import chain
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from entityrl.env.observation import (
-    Action,
-    CategoricalAction,
-    EntityID,
-    GlobalCategoricalAction,
-    Observation,
-    SelectEntityAction,
-    named_entities,
-)
-from entityrl.env.spaces import (
-    ActionSpace,
-    CategoricalActionSpace,
-    GlobalCategoricalActionSpace,
-    ObsSpace,
-    SelectEntityActionSpace,
-)
-from entityrl.env.vec_obs import VecActionMask, VecCategoricalMask, VecObs, VecSelectEntityMask
+from entityrl.env.actions import ActionConstructor, kind_of
+from entityrl.env.actions.kind import Unbatching
+from entityrl.env.entities import EntityID, named_entities
+from entityrl.env.observation import Action, Observation
+from entityrl.env.rows import fill_rows, stack_rows
+from entityrl.env.spaces import ActionSpace, ObsSpace
+from entityrl.env.vec_obs import VecObs
 from entityrl.ragged import RaggedArray, ranges
+
+__all__ = ["ActionConstructor", "Batcher", "Selection"]
 
 Selection = tuple[Sequence[EntityID] | None, Sequence[str] | None] | None
 """Which entities of a row an actor or actee specification names: ``(ids, types)``, or None
 for no entity at all (action not offered, or candidates of a row without actors)."""
-
-
-ActionConstructor = Callable[..., Any]
-"""Builds the action handed to an environment, from the arguments of entityrl's own action
-classes (in their order): ``(actors, indices, choices)`` for a categorical action,
-``(actors, actees)`` for a select-entity action, ``(index, label)`` for a global one."""
-
-_OWN_ACTIONS: dict[type[ActionSpace], ActionConstructor] = {
-    CategoricalActionSpace: CategoricalAction,
-    SelectEntityActionSpace: SelectEntityAction,
-    GlobalCategoricalActionSpace: GlobalCategoricalAction,
-}
 
 
 class Batcher:
@@ -75,7 +54,8 @@ class Batcher:
         # columns (padded with -1 to one per type). Code 0 selects nothing.
         self._column_codes: dict[tuple[str, ...] | None, int] = {(): 0}
         self.column_table = np.full((1, len(self.type_names)), -1, dtype=np.int64)
-        self._make = {name: _OWN_ACTIONS[type(space)] for name, space in self.action_space.items()}
+        self._kinds = {name: kind_of(space) for name, space in self.action_space.items()}
+        self._make = {name: kind.action for name, kind in self._kinds.items()}
         self._make.update(make_actions or {})
         # Also give each entity's id as an int64 key (VecObs.ids), for wrappers that follow
         # entities across steps; off by default, as it costs a pass over every id.
@@ -110,17 +90,19 @@ class Batcher:
             given = [obs.features.get(name) for obs in observations]
             counts[:, t] = [0 if rows is None else len(rows) for rows in given]
             lengths = counts[:, t].copy()
-            data = _stack([rows for rows in given if rows is not None], width, np.float32)
+            data = stack_rows([rows for rows in given if rows is not None], width, np.float32)
             features[name] = RaggedArray(data, lengths)
             shown = [
                 (i, obs.visible[name]) for i, obs in enumerate(observations) if name in obs.visible
             ]
             if shown:
-                visible[name] = _fill_rows(shown, lengths, [flags for _, flags in shown], 1)
+                visible[name] = fill_rows(shown, lengths, [flags for _, flags in shown], 1)
 
         index = _EntityIndex(self, observations, counts)
         action_masks = {
-            name: self._action_mask(name, space, observations, index)
+            name: self._kinds[name].batch_mask(
+                space, [obs.actions.get(name) for obs in observations], index
+            )
             for name, space in self.action_space.items()
         }
         if self.num_global:
@@ -164,94 +146,27 @@ class Batcher:
             keys[name] = RaggedArray(data.reshape(-1, 1), feats.lengths)
         return keys
 
-    def _action_mask(
-        self,
-        name: str,
-        space: ActionSpace,
-        observations: Sequence[Observation],
-        index: _EntityIndex,
-    ) -> VecActionMask:
-        specs = [obs.actions.get(name) for obs in observations]
-        if isinstance(space, GlobalCategoricalActionSpace):
-            # The actor is the row's pseudo-entity, indexed after all real entities.
-            present = np.fromiter((s is not None for s in specs), np.bool_, count=len(specs))
-            actors = RaggedArray(index.totals[present].reshape(-1, 1), present.astype(np.int64))
-            masks = [
-                (i, s.mask) for i, s in enumerate(specs) if s is not None and s.mask is not None
-            ]
-            # A global mask is one row of choices: wrap it so it stacks like actor rows.
-            return VecCategoricalMask(
-                actors, _fill_rows(masks, actors.lengths, [[m] for _, m in masks], len(space))
-            )
-        actors = index.select([None if s is None else (s.actor_ids, s.actor_types) for s in specs])  # type: ignore[union-attr]
-        masks = [(i, s.mask) for i, s in enumerate(specs) if s is not None and s.mask is not None]
-        if isinstance(space, CategoricalActionSpace):
-            return VecCategoricalMask(
-                actors, _fill_rows(masks, actors.lengths, [m for _, m in masks], len(space))
-            )
-        # Candidates matter only to actors; rows without actors carry none.
-        acting = actors.lengths > 0
-        actees = index.select(
-            [
-                (s.actee_ids, s.actee_types) if acting[i] else None  # type: ignore[union-attr]
-                for i, s in enumerate(specs)
-            ]
-        )
-        # Select-entity masks are (actors, actees) per row, stored flat and actor-major.
-        flat = [np.asarray(m, dtype=np.bool_).reshape(-1) for _, m in masks]
-        mask = _fill_rows(masks, actors.lengths * actees.lengths, flat, 1)
-        return VecSelectEntityMask(actors, actees, mask)
-
     # ------------------------------------------------------------------ ragged actions -> Actions
     def unbatch(
         self, actions: Mapping[str, RaggedArray], observations: Sequence[Observation]
     ) -> list[dict[str, Action]]:
         """Split per-row actions into one ``{action name: Action}`` per environment.
 
-        ``actions[name]`` holds, for each row, one int64 per actor: the choice index for
-        categorical actions, or the position in the row's actee list for select-entity actions.
+        ``actions[name]`` holds, for each row, one row of values per actor: one int64 for
+        categorical actions (the choice) and select-entity actions (the position in the row's
+        actee list), one float32 per component for continuous actions (clipped to the bounds
+        on the way to the environment); see :mod:`entityrl.env.actions`.
         """
         per_env: list[dict[str, Action]] = [{} for _ in observations]
-        type_names = self.type_names
         # One pass per action over the environments, the kind of action decided outside it:
         # this loop runs for every environment and action of every step.
         for name, space in self.action_space.items():
             chosen = actions.get(name)
             if chosen is None:
                 continue
-            make = self._make[name]
-            kind = type(space)
-            choices = getattr(space, "choices", None)
-            values = chosen.data[:, 0]
-            bounds = chosen.offsets.tolist()
-            for i, obs in enumerate(observations):
-                spec = obs.actions.get(name)
-                if spec is None:
-                    continue
-                lo, hi = bounds[i], bounds[i + 1]
-                if kind is GlobalCategoricalActionSpace:
-                    index = int(values[lo])
-                    per_env[i][name] = make(index, choices[index])  # type: ignore[index]
-                    continue
-                # Rows without actors are common (an action offered to nobody this step):
-                # naming the actors and candidates would be wasted work.
-                actors = (
-                    named_entities(obs, type_names, spec.actor_ids, spec.actor_types)
-                    if hi > lo
-                    else []
-                )
-                if len(actors) != hi - lo:  # ids that do not match the entities batched
-                    raise ValueError(
-                        f"row {i}: action {name!r}: {hi - lo} actors were batched, but their "
-                        f"ids name {len(actors)}"
-                    )
-                if kind is CategoricalActionSpace:
-                    per_env[i][name] = make(actors, values[lo:hi], choices)
-                elif hi > lo:
-                    candidates = named_entities(obs, type_names, spec.actee_ids, spec.actee_types)
-                    per_env[i][name] = make(actors, [candidates[j] for j in values[lo:hi].tolist()])
-                else:
-                    per_env[i][name] = make([], [])
+            to = Unbatching(observations, name, self.type_names, self._make[name])
+            for i, action in self._kinds[name].unbatch(space, chosen, to):
+                per_env[i][name] = action
         return per_env
 
 
@@ -360,36 +275,3 @@ def _entity_keys(ids: Sequence[EntityID]) -> npt.NDArray[np.int64]:
 def _digest(entity_id: EntityID) -> int:
     digest = hashlib.blake2b(repr(entity_id).encode(), digest_size=8).digest()
     return int.from_bytes(digest, "little", signed=True)
-
-
-def _stack(blocks: Sequence[Any], width: int, dtype: npt.DTypeLike) -> npt.NDArray[Any]:
-    """Blocks of rows (each an array or a list of rows of ``width`` values) as one
-    ``(rows, width)`` array. Lists are joined first and converted in one numpy call, which is
-    far cheaper than converting many short lists one by one."""
-    if blocks and all(type(block) is np.ndarray and block.ndim == 2 for block in blocks):
-        # The common case, one 2-D array per environment: no per-block conversion.
-        stacked = np.concatenate(blocks, dtype=dtype, casting="unsafe")  # type: ignore[arg-type]
-        if stacked.shape[1] == width:
-            return stacked
-    if any(isinstance(block, np.ndarray) for block in blocks):
-        arrays = [np.asarray(block, dtype=dtype).reshape(len(block), width) for block in blocks]
-        return np.concatenate(arrays) if arrays else np.zeros((0, width), dtype=dtype)
-    rows = list(chain.from_iterable(blocks))
-    return np.array(rows, dtype=dtype).reshape(len(rows), width)
-
-
-def _fill_rows(
-    given: Sequence[tuple[int, Any]],
-    lengths: npt.NDArray[np.int64],
-    blocks: Sequence[Any],
-    width: int,
-) -> RaggedArray | None:
-    """A boolean ragged array of ``lengths`` rows of ``width`` flags: True everywhere except
-    in the rows ``given`` (their numbers), which hold ``blocks``. None if no row is given."""
-    if not given:
-        return None
-    data = np.ones((int(lengths.sum()), width), dtype=np.bool_)
-    rows = np.fromiter((i for i, _ in given), dtype=np.int64, count=len(given))
-    offsets = np.cumsum(lengths) - lengths
-    data[ranges(offsets[rows], lengths[rows])] = _stack(blocks, width, np.bool_)
-    return RaggedArray(data, lengths)

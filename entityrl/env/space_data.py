@@ -5,39 +5,27 @@ numpy-free and torch-free: readers of recordings and checkpoints share these des
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from entityrl.env.spaces import (
-    ActionSpace,
-    CategoricalActionSpace,
-    Entity,
-    GlobalCategoricalActionSpace,
-    ObsSpace,
-    SelectEntityActionSpace,
-)
+from entityrl.env.actions import kind_named, kind_of
+from entityrl.env.spaces import ActionSpace, Entity, ObsSpace
 
 Spaces = tuple[ObsSpace, Mapping[str, ActionSpace]]
 
 
 def spaces_to_data(obs_space: ObsSpace, action_space: Mapping[str, ActionSpace]) -> dict[str, Any]:
     """The spaces as JSON-compatible data: entity types with their features, global features,
-    and per action its kind and choices."""
+    and per action its kind (the space's class name) and settings (choices; for continuous
+    actions components and bounds)."""
     return {
         "entities": {name: list(e.features) for name, e in obs_space.entities.items()},
         "global_features": list(obs_space.global_features),
         "actions": {
-            name: {"kind": type(space).__name__, "choices": list(getattr(space, "choices", ()))}
+            name: {"kind": type(space).__name__, **kind_of(space).to_data(space)}
             for name, space in action_space.items()
         },
     }
-
-
-_ACTION_KINDS: dict[str, Callable[[list[str]], ActionSpace]] = {
-    "CategoricalActionSpace": CategoricalActionSpace,
-    "GlobalCategoricalActionSpace": GlobalCategoricalActionSpace,
-    "SelectEntityActionSpace": lambda _choices: SelectEntityActionSpace(),
-}
 
 
 def spaces_from_data(data: dict[str, Any]) -> tuple[ObsSpace, dict[str, ActionSpace]]:
@@ -47,7 +35,7 @@ def spaces_from_data(data: dict[str, Any]) -> tuple[ObsSpace, dict[str, ActionSp
         data["global_features"],
     )
     actions = {
-        name: _ACTION_KINDS[spec["kind"]](spec["choices"]) for name, spec in data["actions"].items()
+        name: kind_named(spec["kind"]).from_data(spec) for name, spec in data["actions"].items()
     }
     return obs_space, actions
 
@@ -90,8 +78,10 @@ def _keyed_differences(
 
 
 def _describe(spec: Any) -> str:
-    """An entity type's features (a list) or an action's kind and choices (a dict)."""
+    """An entity type's features (a list) or an action's kind and settings (a dict)."""
     if isinstance(spec, dict):
-        choices = f" with choices {spec['choices']}" if spec["choices"] else ""
-        return f"a {spec['kind']}{choices}"
+        settings = ", ".join(
+            f"{key} {value}" for key, value in spec.items() if key != "kind" and value
+        )
+        return f"a {spec['kind']}" + (f" with {settings}" if settings else "")
     return f"features {spec}"

@@ -1,9 +1,28 @@
-"""What an environment declares up front: the entity types it shows and the actions it takes."""
+"""What an environment declares up front: the entity types it shows and the actions it takes
+(the action spaces are defined with their kinds, in :mod:`entityrl.env.actions`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+
+from entityrl.env.actions.categorical import CategoricalActionSpace
+from entityrl.env.actions.continuous import ContinuousActionSpace
+from entityrl.env.actions.global_categorical import GlobalCategoricalActionSpace
+from entityrl.env.actions.global_continuous import GlobalContinuousActionSpace
+from entityrl.env.actions.select_entity import SelectEntityActionSpace
+
+__all__ = [
+    "ActionSpace",
+    "ActionSpaces",
+    "CategoricalActionSpace",
+    "ContinuousActionSpace",
+    "Entity",
+    "GlobalCategoricalActionSpace",
+    "GlobalContinuousActionSpace",
+    "ObsSpace",
+    "SelectEntityActionSpace",
+]
 
 
 @dataclass(frozen=True)
@@ -43,40 +62,12 @@ class ObsSpace:
         return list(self.entities)
 
 
-@dataclass(frozen=True)
-class CategoricalActionSpace:
-    """Each acting entity picks one of ``choices`` (labels, shown to people and in logs)."""
-
-    choices: Sequence[str]
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "choices", tuple(self.choices))
-        if not self.choices:
-            raise ValueError("CategoricalActionSpace needs at least one choice")
-
-    def __len__(self) -> int:
-        return len(self.choices)
-
-
-@dataclass(frozen=True)
-class GlobalCategoricalActionSpace:
-    """One choice among ``choices`` per step, made for the whole observation."""
-
-    choices: Sequence[str]
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "choices", tuple(self.choices))
-        if not self.choices:
-            raise ValueError("GlobalCategoricalActionSpace needs at least one choice")
-
-    def __len__(self) -> int:
-        return len(self.choices)
-
-
-@dataclass(frozen=True)
-class SelectEntityActionSpace:
-    """Each acting entity selects one entity among a set of candidates (the actees)."""
-
-
-ActionSpace = CategoricalActionSpace | GlobalCategoricalActionSpace | SelectEntityActionSpace
+ActionSpace = (
+    CategoricalActionSpace
+    | GlobalCategoricalActionSpace
+    | SelectEntityActionSpace
+    | ContinuousActionSpace
+    | GlobalContinuousActionSpace
+)
+"""The action spaces of the registered kinds (:mod:`entityrl.env.actions`)."""
 ActionSpaces = Mapping[str, ActionSpace]

@@ -20,38 +20,13 @@ from typing import Any, NoReturn
 import numpy as np
 import numpy.typing as npt
 
+from entityrl.env.actions import kind_of
 from entityrl.env.environment import Environment
-from entityrl.env.observation import (
-    Action,
-    CategoricalAction,
-    CategoricalActionMask,
-    EntityID,
-    GlobalCategoricalAction,
-    GlobalCategoricalActionMask,
-    Observation,
-    SelectEntityAction,
-    SelectEntityActionMask,
-)
-from entityrl.env.spaces import (
-    ActionSpace,
-    CategoricalActionSpace,
-    GlobalCategoricalActionSpace,
-    ObsSpace,
-    SelectEntityActionSpace,
-)
-from entityrl.env.vec_obs import VecCategoricalMask, VecObs, VecSelectEntityMask
+from entityrl.env.observation import Action, EntityID, Observation
+from entityrl.env.spaces import ActionSpace, ObsSpace
+from entityrl.env.vec_obs import VecObs
 from entityrl.ragged import RaggedArray
 
-_MASK_FOR_SPACE: dict[type, type] = {
-    CategoricalActionSpace: CategoricalActionMask,
-    SelectEntityActionSpace: SelectEntityActionMask,
-    GlobalCategoricalActionSpace: GlobalCategoricalActionMask,
-}
-_ACTION_FOR_SPACE: dict[type, type] = {
-    CategoricalActionSpace: CategoricalAction,
-    SelectEntityActionSpace: SelectEntityAction,
-    GlobalCategoricalActionSpace: GlobalCategoricalAction,
-}
 # Python and numpy scalars accepted as numbers (complex and strings are not).
 _NUMBER_TYPES = (bool, int, float, np.bool_, np.integer, np.floating)
 _NUMERIC_KINDS = "biuf"
@@ -91,12 +66,10 @@ def validate_spaces(obs_space: Any, action_space: Any, env_name: str = "environm
                 f"{env_name}: action_space(): expected action names to be non-empty strings, "
                 f"got {name!r}"
             )
-        if type(space) not in _MASK_FOR_SPACE:
-            raise EnvValidationError(
-                f"{env_name}: action_space()[{name!r}]: expected a CategoricalActionSpace, "
-                "SelectEntityActionSpace or GlobalCategoricalActionSpace, "
-                f"got {type(space).__name__}"
-            )
+        try:
+            kind_of(space)
+        except TypeError as err:
+            raise EnvValidationError(f"{env_name}: action_space()[{name!r}]: {err}") from None
 
 
 def validate_observation(
@@ -327,45 +300,25 @@ class _ObservationCheck(_Check):
                     field, f"unknown action {name!r}; declared actions: {_names(self.action_space)}"
                 )
             space = self.action_space[name]
-            expected = _MASK_FOR_SPACE[type(space)]
-            if not isinstance(spec, expected):
+            kind = kind_of(space)
+            if not isinstance(spec, kind.mask):
                 self.fail(
                     field,
-                    f"expected a {expected.__name__} for a {type(space).__name__}, "
+                    f"expected a {kind.mask.__name__} for a {type(space).__name__}, "
                     f"got {type(spec).__name__}",
                 )
-            if isinstance(spec, GlobalCategoricalActionMask):
-                mask = self.mask(f"{field}.mask", spec.mask, (len(space),), "(choices,)")  # type: ignore[arg-type]
-                if mask is not None and not mask.any():
-                    self.fail(
-                        f"{field}.mask",
-                        "expected at least one legal choice, got every choice masked out",
-                    )
-                continue
-            actors = self.entities(f"{field}.actor", spec.actor_ids, spec.actor_types)
-            if isinstance(spec, CategoricalActionMask):
-                columns, what = len(space), "choice"  # type: ignore[arg-type]
-            else:
-                columns, what = (
-                    self.entities(f"{field}.actee", spec.actee_ids, spec.actee_types),
-                    "actee",
+            kind.validate_mask(self, field, space, spec)
+
+    def every_row_legal(self, field: str, mask: npt.NDArray[np.bool_] | None, what: str) -> None:
+        """Each actor's row of ``mask`` allows at least one ``what``."""
+        if mask is not None and mask.size:
+            dead = np.flatnonzero(~mask.any(axis=1))
+            if dead.size:
+                self.fail(
+                    f"{field}[{dead[0]}]",
+                    f"expected at least one legal {what} for actor {dead[0]}, got a row of "
+                    "all False; leave the actor out instead",
                 )
-                if actors and not columns:
-                    self.fail(
-                        field,
-                        f"expected at least one entity to select for its {actors} actors, got "
-                        "none; leave the action out of Observation.actions when nothing can "
-                        "be selected",
-                    )
-            mask = self.mask(f"{field}.mask", spec.mask, (actors, columns), f"(actors, {what}s)")
-            if mask is not None and mask.size:
-                dead = np.flatnonzero(~mask.any(axis=1))
-                if dead.size:
-                    self.fail(
-                        f"{field}.mask[{dead[0]}]",
-                        f"expected at least one legal {what} for actor {dead[0]}, got a row of "
-                        "all False; leave the actor out instead",
-                    )
 
     def entities(self, field: str, ids: Any, types: Any) -> int:
         """Check an actor or actee specification; return how many entities it names."""
@@ -571,28 +524,14 @@ class _VecObsCheck(_Check):
         for name, space in self.action_space.items():
             field = f"action_masks[{name!r}]"
             mask = self.obs.action_masks[name]
-            expected = (
-                VecSelectEntityMask
-                if isinstance(space, SelectEntityActionSpace)
-                else VecCategoricalMask
-            )
-            if not isinstance(mask, expected):
+            kind = kind_of(space)
+            if not isinstance(mask, kind.vec_mask):
                 self.fail(
                     field,
-                    f"expected a {expected.__name__} for a {type(space).__name__}, "
+                    f"expected a {kind.vec_mask.__name__} for a {type(space).__name__}, "
                     f"got {type(mask).__name__}",
                 )
-            actors = self.ragged(
-                f"{field}.actors", mask.actors, np.int64, 1, "one entity index per actor"
-            )
-            if isinstance(space, GlobalCategoricalActionSpace):
-                self.global_actor(f"{field}.actors", actors)
-            else:
-                self.entities_of_row(f"{field}.actors", actors, "actor")
-            if isinstance(mask, VecCategoricalMask):
-                self.categorical_mask(f"{field}.mask", mask, actors, space.choices)  # type: ignore[union-attr]
-            else:
-                self.select_entity_mask(field, mask, actors)
+            kind.validate_vec_mask(self, field, space, mask)
 
     def global_actor(self, field: str, actors: RaggedArray) -> None:
         """At most one actor per row: the pseudo-entity whose index is the entity count."""
@@ -637,61 +576,6 @@ class _VecObsCheck(_Check):
             self.fail(
                 field,
                 f"row {rows[item]}: expected each {role} once, got entity {index[item]} again",
-            )
-
-    def categorical_mask(
-        self, field: str, mask: VecCategoricalMask, actors: RaggedArray, choices: Sequence[str]
-    ) -> None:
-        if mask.mask is None:
-            return
-        want = f"{len(choices)} choices per actor ({_listed(choices)})"
-        legal = self.ragged(field, mask.mask, np.bool_, len(choices), want)
-        self.same_lengths(field, legal, actors.lengths, "rows of choices (one per actor)")
-        dead = np.flatnonzero(~legal.data.any(axis=1))
-        if dead.size:
-            item = int(dead[0])
-            row, _ = _place(legal, item)
-            self.fail(
-                field,
-                f"row {row}, actor {actors.data[item, 0]}: expected at least one legal choice, "
-                "got every choice masked out; leave the actor out instead",
-            )
-
-    def select_entity_mask(
-        self, field: str, mask: VecSelectEntityMask, actors: RaggedArray
-    ) -> None:
-        actees = self.ragged(
-            f"{field}.actees", mask.actees, np.int64, 1, "one entity index per actee"
-        )
-        self.entities_of_row(f"{field}.actees", actees, "actee")
-        stranded = np.flatnonzero((actors.lengths > 0) & (actees.lengths == 0))
-        if stranded.size:
-            row = int(stranded[0])
-            self.fail(
-                field,
-                f"row {row}: expected at least one entity to select for its "
-                f"{actors.lengths[row]} actors, got none; give the row no actors when nothing "
-                "can be selected",
-            )
-        if mask.mask is None:
-            return
-        legal = self.ragged(f"{field}.mask", mask.mask, np.bool_, 1, "one flag per pair")
-        self.same_lengths(
-            f"{field}.mask", legal, actors.lengths * actees.lengths, "flags (actors x actees)"
-        )
-        if not actors.items:
-            return
-        # Actor-major: each actor's flags are one contiguous block, never empty (see above).
-        widths = np.repeat(actees.lengths, actors.lengths)
-        alive = np.logical_or.reduceat(legal.data[:, 0], np.cumsum(widths) - widths)
-        dead = np.flatnonzero(~alive)
-        if dead.size:
-            item = int(dead[0])
-            row, _ = _place(actors, item)
-            self.fail(
-                f"{field}.mask",
-                f"row {row}, actor {actors.data[item, 0]}: expected at least one legal actee, "
-                "got every actee masked out; leave the actor out instead",
             )
 
     # ---------------------------------------------------------------- metrics
@@ -804,18 +688,14 @@ def validate_actions(
         where = f"{env_name}: act(actions[{name!r}])"
         action = actions.get(name)
         if action is None:
-            offered = (
-                1
-                if isinstance(spec, GlobalCategoricalActionMask)
-                else len(last.named_entities(type_order, spec.actor_ids, spec.actor_types))
-            )
+            offered = kind_of(action_space[name]).offered(last, type_order, spec)
             if offered:
                 raise EnvValidationError(
                     f"{where}: expected an action for the {offered} actors the last "
                     "observation offered it to, got none"
                 )
             continue
-        expected = _ACTION_FOR_SPACE[type(action_space[name])]
+        expected = kind_of(action_space[name]).action
         if not isinstance(action, expected):
             raise EnvValidationError(
                 f"{where}: expected a {expected.__name__}, got {type(action).__name__}"
@@ -846,42 +726,24 @@ class _ActionCheck:
         raise EnvValidationError(f"{self.where}: {message}")
 
     def run(self) -> None:
-        action, spec = self.action, self.spec
-        mask = None if spec.mask is None else np.asarray(spec.mask, dtype=np.bool_)
-        if isinstance(action, GlobalCategoricalAction):
-            chosen = np.asarray([action.index])
-            self.check_range(None, chosen, len(self.space), "choice")  # type: ignore[arg-type]
-            self.check_legal(None, np.zeros(1, np.int64), chosen, mask, "choice")
-            return
-        actors = list(action.actors)
+        kind_of(self.space).validate_action(self, self.space, self.action, self.spec)
+
+    def legal(self) -> npt.NDArray[np.bool_] | None:
+        """The mask the action answers, as booleans (None if it had none)."""
+        mask = getattr(self.spec, "mask", None)
+        return None if mask is None else np.asarray(mask, dtype=np.bool_)
+
+    def actor_rows(self) -> tuple[list[Any], npt.NDArray[np.int64]]:
+        """The action's actors, once they are checked to be the offered ones, and each one's
+        row in the mask (its place among the offered actors)."""
+        actors = list(self.action.actors)  # type: ignore[union-attr]
+        spec = self.spec
         offered = self.last.named_entities(self.type_order, spec.actor_ids, spec.actor_types)
         if len(actors) != len(offered) or set(actors) != set(offered):
             self.fail(f"expected actions from the offered actors {offered}, got from {actors}")
         row_of = dict(zip(offered, range(len(offered)), strict=True))
         rows = np.fromiter((row_of[a] for a in actors), dtype=np.int64, count=len(actors))
-        if isinstance(action, CategoricalAction):
-            chosen = np.asarray(action.indices)
-            if chosen.shape != (len(actors),) or chosen.dtype.kind not in "iu":
-                self.fail(
-                    f"expected {len(actors)} integer choice indices (one per actor), "
-                    f"got {chosen.dtype} of shape {chosen.shape}"
-                )
-            self.check_range(actors, chosen, len(self.space), "choice")  # type: ignore[arg-type]
-            self.check_legal(actors, rows, chosen, mask, "choice")
-            return
-        assert isinstance(action, SelectEntityAction)
-        candidates = self.last.named_entities(self.type_order, spec.actee_ids, spec.actee_types)
-        column_of = dict(zip(candidates, range(len(candidates)), strict=True))
-        if len(action.actees) != len(actors):
-            self.fail(f"expected {len(actors)} actees (one per actor), got {len(action.actees)}")
-        for actor, actee in zip(actors, action.actees, strict=True):
-            if actee not in column_of:
-                self.fail(
-                    f"actor {actor!r} selected {actee!r}, expected one of its candidates "
-                    f"{candidates}"
-                )
-        chosen = np.fromiter((column_of[a] for a in action.actees), np.int64, len(actors))
-        self.check_legal(actors, rows, chosen, mask, "actee")
+        return actors, rows
 
     def check_range(
         self, actors: Sequence[Any] | None, chosen: npt.NDArray[np.int64], limit: int, what: str

@@ -10,12 +10,13 @@ from types import TracebackType
 import numpy as np
 import numpy.typing as npt
 
+from entityrl.env.actions import kind_of
 from entityrl.env.batching import Batcher
 from entityrl.env.environment import Environment, NativeStepping
 from entityrl.env.observation import Observation
 from entityrl.env.spaces import ActionSpace, ObsSpace
 from entityrl.env.step_checks import BATCHING_ERRORS, FULLY_VALIDATED_STEPS, StepChecks
-from entityrl.env.vec_obs import VecCategoricalMask, VecObs
+from entityrl.env.vec_obs import VecObs
 from entityrl.ragged import RaggedArray
 
 EnvFactory = Callable[[], Environment]
@@ -41,7 +42,9 @@ class VecEnv(ABC):
 
     @abstractmethod
     def act(self, actions: Mapping[str, RaggedArray]) -> VecObs:
-        """Step every environment. ``actions[name]`` has one int64 per actor of each row."""
+        """Step every environment. ``actions[name]`` has one row of values per actor of each
+        row (one int64 for categorical and select-entity actions, one float32 per component
+        for continuous ones; see :mod:`entityrl.env.actions`)."""
 
     def close(self) -> None:
         """Release environments and any worker processes."""
@@ -296,8 +299,8 @@ def check_actions(
     actions: Mapping[str, RaggedArray], last: VecObs, action_space: Mapping[str, ActionSpace]
 ) -> None:
     """Reject actions that do not fit the batch they answer: an unknown or missing action, a
-    wrong number of actors in a row, values that are not integers, a choice out of range or
-    one the mask forbids."""
+    wrong number of actors in a row, and what each action's kind refuses (values of the wrong
+    type or width, a choice out of range or one the mask forbids, non-finite numbers)."""
     if not isinstance(actions, Mapping):
         raise TypeError(
             f"expected a dict of action name -> RaggedArray, got {type(actions).__name__}"
@@ -319,15 +322,10 @@ def check_actions(
                     f"row {row} has {mask.actors.lengths[row]} actors"
                 )
             continue
-        if not isinstance(chosen, RaggedArray) or chosen.features != 1 or chosen.dtype.kind != "i":
-            got = (
-                f"{chosen.dtype} with {chosen.features} features"
-                if isinstance(chosen, RaggedArray)
-                else type(chosen).__name__
-            )
+        kind = kind_of(space)
+        if not isinstance(chosen, RaggedArray):
             raise ValueError(
-                f"action {name!r}: expected a RaggedArray of int64 with one value per actor "
-                f"(features=1), got {got}"
+                f"action {name!r}: expected {kind.expected(space)}, got {type(chosen).__name__}"
             )
         if chosen.size0 != mask.actors.size0:
             raise ValueError(
@@ -340,47 +338,7 @@ def check_actions(
                 f"action {name!r}: row {row}: expected {mask.actors.lengths[row]} values "
                 f"(one per actor), got {chosen.lengths[row]}"
             )
-        values = chosen.data[:, 0]
-        if isinstance(mask, VecCategoricalMask):
-            kind = "a choice"
-            limit = np.full(values.shape[0], len(space), dtype=np.int64)  # type: ignore[arg-type]
-        else:
-            kind = "an actee position"
-            limit = np.repeat(mask.actees.lengths, mask.actors.lengths)
-        out_of_range = np.flatnonzero((values < 0) | (values >= limit))
-        if out_of_range.size:
-            k = int(out_of_range[0])
-            raise ValueError(
-                f"action {name!r}: {_locate(chosen, k)}: expected {kind} in "
-                f"[0, {limit[k]}), got {values[k]}"
-            )
-        if mask.mask is not None and values.shape[0]:
-            if isinstance(mask, VecCategoricalMask):
-                legal = mask.mask.data[np.arange(values.shape[0]), values]
-            else:
-                legal = mask.mask.data[_select_mask_positions(mask.actors, mask.actees, values), 0]
-            if not legal.all():
-                k = int(np.flatnonzero(~legal)[0])
-                raise ValueError(
-                    f"action {name!r}: {_locate(chosen, k)}: expected {kind} its mask allows, "
-                    f"got {values[k]}, which the mask forbids"
-                )
-
-
-def _locate(rows: RaggedArray, k: int) -> str:
-    """Where flat item ``k`` of a ragged array sits: its row and its position in the row."""
-    row = int(np.searchsorted(rows.offsets, k, side="right")) - 1
-    return f"row {row}, actor {k - int(rows.offsets[row])}"
-
-
-def _select_mask_positions(
-    actors: RaggedArray, actees: RaggedArray, chosen: npt.NDArray[np.int64]
-) -> npt.NDArray[np.int64]:
-    """Flat position in a select-entity mask of each actor's chosen actee."""
-    sizes = actors.lengths * actees.lengths
-    row_start = np.repeat(np.cumsum(sizes) - sizes, actors.lengths)
-    width = np.repeat(actees.lengths, actors.lengths)
-    return row_start + actors.position_in_row() * width + chosen
+        kind.check_values(name, space, chosen, mask)
 
 
 def split_rows(

@@ -2,9 +2,10 @@
 
 A batch has one row per (environment, step). Within a row, entities are indexed in
 :class:`~entityrl.env.spaces.ObsSpace` order: all entities of the first type, then of the second,
-and so on. Actor and actee indices refer to that order. A global categorical action is taken by
-a pseudo-entity with index ``n`` (the number of entities in the row), which carries the row's
-global features.
+and so on. Actor and actee indices refer to that order. A global action (categorical or
+continuous) is taken by a pseudo-entity with index ``n`` (the number of entities in the row),
+which carries the row's global features. The batched masks are defined with their kinds, in
+:mod:`entityrl.env.actions`.
 """
 
 from __future__ import annotations
@@ -15,70 +16,23 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from entityrl.env.actions.categorical import VecCategoricalMask
+from entityrl.env.actions.continuous import VecContinuousMask
+from entityrl.env.actions.select_entity import VecSelectEntityMask
+from entityrl.env.rows import all_true
 from entityrl.ragged import RaggedArray
 
-
-@dataclass
-class VecCategoricalMask:
-    """Actors of a categorical (or global categorical) action and their legal choices.
-
-    ``actors``: int64 (rows, actors, 1), entity index within the row. ``mask``: bool
-    (rows, actors, choices) or None when every choice is legal everywhere.
-    """
-
-    actors: RaggedArray
-    mask: RaggedArray | None = None
-
-    def take(self, rows: npt.NDArray[np.int64]) -> VecCategoricalMask:
-        return VecCategoricalMask(
-            self.actors.take(rows), None if self.mask is None else self.mask.take(rows)
-        )
-
-    @staticmethod
-    def concat(masks: Sequence[VecCategoricalMask], choices: int) -> VecCategoricalMask:
-        actors = RaggedArray.concat([m.actors for m in masks])
-        if all(m.mask is None for m in masks):
-            return VecCategoricalMask(actors, None)
-        filled = [
-            m.mask if m.mask is not None else _all_true(m.actors.lengths, choices) for m in masks
-        ]
-        return VecCategoricalMask(actors, RaggedArray.concat(filled))
+__all__ = [
+    "VecActionMask",
+    "VecCategoricalMask",
+    "VecContinuousMask",
+    "VecObs",
+    "VecSelectEntityMask",
+]
 
 
-@dataclass
-class VecSelectEntityMask:
-    """Actors of a select-entity action, their candidates, and which candidates are legal.
-
-    ``actors`` and ``actees``: int64 (rows, n, 1), entity indices within the row. ``mask``: bool
-    (rows, actors * actees, 1), actor-major (actor ``a``'s row of candidates is contiguous), or
-    None when every actor may select every actee.
-    """
-
-    actors: RaggedArray
-    actees: RaggedArray
-    mask: RaggedArray | None = None
-
-    def take(self, rows: npt.NDArray[np.int64]) -> VecSelectEntityMask:
-        return VecSelectEntityMask(
-            self.actors.take(rows),
-            self.actees.take(rows),
-            None if self.mask is None else self.mask.take(rows),
-        )
-
-    @staticmethod
-    def concat(masks: Sequence[VecSelectEntityMask]) -> VecSelectEntityMask:
-        actors = RaggedArray.concat([m.actors for m in masks])
-        actees = RaggedArray.concat([m.actees for m in masks])
-        if all(m.mask is None for m in masks):
-            return VecSelectEntityMask(actors, actees, None)
-        filled = [
-            m.mask if m.mask is not None else _all_true(m.actors.lengths * m.actees.lengths, 1)
-            for m in masks
-        ]
-        return VecSelectEntityMask(actors, actees, RaggedArray.concat(filled))
-
-
-VecActionMask = VecCategoricalMask | VecSelectEntityMask
+VecActionMask = VecCategoricalMask | VecSelectEntityMask | VecContinuousMask
+"""The batched masks of the registered kinds (:mod:`entityrl.env.actions`)."""
 
 
 @dataclass
@@ -146,17 +100,14 @@ class VecObs:
         for name in {k for b in batches for k in b.visible}:
             visible[name] = RaggedArray.concat(
                 [
-                    b.visible[name] if name in b.visible else _all_true(b.features[name].lengths, 1)
+                    b.visible[name] if name in b.visible else all_true(b.features[name].lengths, 1)
                     for b in batches
                 ]
             )
-        action_masks: dict[str, VecActionMask] = {}
-        for name, mask in first.action_masks.items():
-            parts = [b.action_masks[name] for b in batches]
-            if isinstance(mask, VecSelectEntityMask):
-                action_masks[name] = VecSelectEntityMask.concat(parts)  # type: ignore[arg-type]
-            else:
-                action_masks[name] = VecCategoricalMask.concat(parts, choices[name])  # type: ignore[arg-type]
+        action_masks: dict[str, VecActionMask] = {
+            name: type(mask).concat([b.action_masks[name] for b in batches], choices.get(name, 0))  # type: ignore[arg-type]
+            for name, mask in first.action_masks.items()
+        }
         metrics: dict[str, list[npt.NDArray[np.float64]]] = {}
         for b in batches:
             for key, values in b.metrics.items():
@@ -193,7 +144,3 @@ def _concat_truncation(
         [np.zeros(b.num_rows, np.bool_) if b.truncated is None else b.truncated for b in batches]
     )
     return truncated, VecObs.concat(finals, choices)
-
-
-def _all_true(lengths: npt.NDArray[np.int64], features: int) -> RaggedArray:
-    return RaggedArray(np.ones((int(lengths.sum()), features), dtype=np.bool_), lengths)

@@ -21,7 +21,7 @@ from entityrl.envs.count import Count
 from entityrl.envs.floor_is_lava import FloorIsLava
 from entityrl.envs.minefield import Minefield
 from entityrl.envs.minesweeper import MineSweeper
-from entityrl.envs.move_to_origin import MoveToOrigin
+from entityrl.envs.move_to_origin import ContinuousMoveToOrigin, MoveToOrigin
 from entityrl.envs.multi_armed_bandit import MultiArmedBandit
 from entityrl.envs.multi_snake import MultiSnake
 from entityrl.envs.not_hotdog import NotHotdog
@@ -35,6 +35,7 @@ from entityrl.envs.xor import Xor
 REGISTRY: dict[str, type[Environment] | type[BatchedEnvironment]] = {
     "CherryPick": CherryPick,
     "CherryPickBatched": CherryPickBatched,
+    "ContinuousMoveToOrigin": ContinuousMoveToOrigin,
     "Corridor": Corridor,
     "Count": Count,
     "DayAndNight": DayAndNight,

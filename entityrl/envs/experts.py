@@ -5,14 +5,15 @@ recorded as demonstrations (``entityrl.recording.record``), evaluated
 (``entityrl.training.evaluate``) or compared with a learned policy. They read only what the
 policy sees (the observation), never the environment's hidden state.
 
-====================  =========================================================  ==========
-environment           expert                                                     its return
-====================  =========================================================  ==========
-CherryPick            the best remaining cherry                                  1.0
-PickMatchingBalls     a ball of the most common color, until none is left        1.0
-TreasureHunt          a shortest path (avoiding traps) to the nearest treasure   5.0
-Corridor              always right                                               1.0
-====================  =========================================================  ==========
+========================  =========================================================  ==========
+environment               expert                                                     its return
+========================  =========================================================  ==========
+CherryPick                the best remaining cherry                                  1.0
+PickMatchingBalls         a ball of the most common color, until none is left        1.0
+TreasureHunt              a shortest path (avoiding traps) to the nearest treasure   5.0
+Corridor                  always right                                               1.0
+ContinuousMoveToOrigin    the thrust that coasts it home by the episode's end        1.0
+========================  =========================================================  ==========
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from entityrl.env.vec_obs import VecCategoricalMask, VecObs, VecSelectEntityMask
+from entityrl.envs.move_to_origin import THRUST
 from entityrl.envs.pick_matching_balls import NUM_COLORS
 from entityrl.envs.treasure_hunt import BOUND, MOVES
 from entityrl.ragged import RaggedArray
@@ -138,8 +140,25 @@ def _cell(position: npt.NDArray[np.float32]) -> Cell:
     return round(float(position[0])), round(float(position[1]))
 
 
+class ContinuousMoveToOriginExpert:
+    """ContinuousMoveToOrigin: the thrust (within the bounds) that sets the velocity that
+    would coast the ship to the origin exactly at the end of a ``max_steps``-step episode
+    (the step count is one of the ship's features)."""
+
+    def __init__(self, max_steps: int = 32) -> None:
+        self.max_steps = max_steps
+
+    def act(self, obs: VecObs) -> dict[str, RaggedArray]:
+        ship = obs.features["Spaceship"].data.astype(np.float64)
+        remaining = np.maximum(self.max_steps - ship[:, 4:5], 1.0)
+        wanted = -ship[:, 0:2] / remaining  # the velocity that arrives on the last step
+        thrust = np.clip(wanted - ship[:, 2:4], -THRUST[0], THRUST[0]).astype(np.float32)
+        return {"thrust": RaggedArray(thrust, obs.action_masks["thrust"].actors.lengths)}
+
+
 EXPERTS = {
     "CherryPick": CherryPickExpert,
+    "ContinuousMoveToOrigin": ContinuousMoveToOriginExpert,
     "PickMatchingBalls": PickMatchingBallsExpert,
     "TreasureHunt": TreasureHuntExpert,
     "Corridor": CorridorExpert,

@@ -8,9 +8,13 @@ import numpy as np
 
 from entityrl.env import (
     Action,
+    ActionMask,
     CategoricalAction,
     CategoricalActionMask,
     CategoricalActionSpace,
+    ContinuousAction,
+    ContinuousActionMask,
+    ContinuousActionSpace,
     Entity,
     Environment,
     Observation,
@@ -67,6 +71,10 @@ class MoveToOrigin(Environment):
             thruster = actions.get(name)
             if isinstance(thruster, CategoricalAction):
                 self.velocity[axis] += sum(THRUST[i] for i in thruster.indices.tolist())
+        return self.move()
+
+    def move(self) -> Observation:
+        """Move the ship by its velocity; the reward is how much closer it got."""
         distance_before = float(np.hypot(*self.position))
         self.position = self.position + self.velocity
         self.steps += 1
@@ -76,13 +84,16 @@ class MoveToOrigin(Environment):
         ship = [[*self.position, *self.velocity, self.steps]]
         return Observation(
             features={"Spaceship": np.array(ship, dtype=np.float32)},
-            actions={
-                "horizontal_thruster": CategoricalActionMask(actor_types=["Spaceship"]),
-                "vertical_thruster": CategoricalActionMask(actor_types=["Spaceship"]),
-            },
+            actions=self.masks(),
             reward=reward,
             done=self.steps >= self.max_steps,
         )
+
+    def masks(self) -> dict[str, ActionMask]:
+        return {
+            "horizontal_thruster": CategoricalActionMask(actor_types=["Spaceship"]),
+            "vertical_thruster": CategoricalActionMask(actor_types=["Spaceship"]),
+        }
 
     def render(self) -> str:
         x, y = self.position
@@ -91,3 +102,26 @@ class MoveToOrigin(Environment):
             f"step {self.steps}/{self.max_steps}  position ({x:+.3f}, {y:+.3f})  "
             f"velocity ({vx:+.3f}, {vy:+.3f})  distance {np.hypot(x, y):.3f}"
         )
+
+
+class ContinuousMoveToOrigin(MoveToOrigin):
+    """MoveToOrigin with continuous thrust: each step the ship's one ``thrust`` action
+    changes its velocity by any amount in [-0.01, 0.01] along each axis (the discrete
+    version's full thrust), components ``horizontal`` and ``vertical``. Same reward and
+    episodes. Optimal return: 1.0 (to within floating-point error: any thrust can be given)."""
+
+    def action_space(self) -> dict[str, ContinuousActionSpace]:  # type: ignore[override]
+        return {
+            "thrust": ContinuousActionSpace(
+                ["horizontal", "vertical"], low=-THRUST[0], high=THRUST[0]
+            )
+        }
+
+    def act(self, actions: Mapping[str, Action]) -> Observation:
+        thrust = actions.get("thrust")
+        if isinstance(thrust, ContinuousAction):
+            self.velocity += thrust.values.sum(axis=0)
+        return self.move()
+
+    def masks(self) -> dict[str, ActionMask]:
+        return {"thrust": ContinuousActionMask(actor_types=["Spaceship"])}

@@ -41,6 +41,14 @@ class OneObservationPolicy(nn.Module):
         super().__init__()
         if next(net.parameters()).dtype != torch.float32:
             raise ExportError("the network must have float32 parameters to be exported")
+        for name, space in net.action_space.items():
+            if not isinstance(space, signature.EXPORTED_SPACES):
+                raise ExportError(
+                    f"action {name!r} is a {type(space).__name__}: the ONNX format "
+                    f"({signature.FORMAT}) holds "
+                    + ", ".join(s.__name__ for s in signature.EXPORTED_SPACES)
+                    + " actions only, not continuous ones yet"
+                )
         if net.memory is not None:
             # The model's interface is one observation in, actions out; a state would be a
             # second input and output that the runtime and the web page do not carry yet.

@@ -37,6 +37,9 @@ from entityrl.env.spaces import (
     SelectEntityActionSpace,
 )
 
+EXPORTED_SPACES = (CategoricalActionSpace, GlobalCategoricalActionSpace, SelectEntityActionSpace)
+"""The action spaces a model of this format answers (continuous actions are not in it yet)."""
+
 FORMAT = "entityrl-policy/1"
 """Value of :data:`FORMAT_KEY`: the layout above, version 1."""
 

@@ -14,8 +14,10 @@ Observations (any nesting of Dict and Tuple spaces; leaves in the order Gymnasiu
   yourself). Any other space (Text, Graph, Sequence, ...) is refused with its name.
 
 Actions: Discrete is one global categorical action ``action``; MultiDiscrete one per
-component (``action[i]``). Box actions (continuous) are refused: entityrl has no continuous
-actions yet.
+component (``action[i]``); a Box with finite bounds is one global continuous action
+``action`` with one component per value, flattened (``action[i]``), which Gymnasium receives
+clipped to the bounds and in the Box's shape and dtype. A Box with an infinite bound is
+refused (entityrl's continuous actions are bounded).
 
 Every method works on a batch: a leading axis of ``batch`` rows (a single environment's
 observation is a batch of one).
@@ -31,7 +33,13 @@ import numpy as np
 import numpy.typing as npt
 from gymnasium import spaces
 
-from entityrl.env import Entity, GlobalCategoricalActionSpace, ObsSpace
+from entityrl.env import (
+    ActionSpace,
+    Entity,
+    GlobalCategoricalActionSpace,
+    GlobalContinuousActionSpace,
+    ObsSpace,
+)
 from entityrl.ragged import RaggedArray
 
 Path = tuple[str | int, ...]
@@ -197,9 +205,23 @@ class ObservationRule:
 
 
 class ActionRule:
-    """How entityrl's global categorical choices become one Gymnasium action."""
+    """How entityrl's global actions (categorical choices, or one continuous action for a Box)
+    become one Gymnasium action."""
 
     def __init__(self, space: spaces.Space[Any], env_name: str = "environment") -> None:
+        self.box = space if isinstance(space, spaces.Box) else None
+        if self.box is not None:
+            low, high = self.box.low.reshape(-1), self.box.high.reshape(-1)
+            if not (np.isfinite(low).all() and np.isfinite(high).all()):
+                raise UnsupportedSpaceError(
+                    f"{env_name}: action space {space}: a Box action needs finite bounds "
+                    "(entityrl's continuous actions are bounded)"
+                )
+            dims = [f"action[{i}]" for i in range(low.size)]
+            self.action_space: dict[str, ActionSpace] = {
+                "action": GlobalContinuousActionSpace(dims, low, high)
+            }
+            return
         if isinstance(space, spaces.Discrete):
             self.shape: tuple[int, ...] = ()
             sizes = np.array([space.n])
@@ -210,15 +232,10 @@ class ActionRule:
             sizes = space.nvec.reshape(-1)
             starts = np.broadcast_to(space.start, space.nvec.shape).reshape(-1)
             names = [f"action[{i}]" for i in range(sizes.size)]
-        elif isinstance(space, spaces.Box):
-            raise UnsupportedSpaceError(
-                f"{env_name}: action space {space}: Box (continuous) actions are not supported "
-                "yet; entityrl's actions are categorical (expected Discrete or MultiDiscrete)"
-            )
         else:
             raise UnsupportedSpaceError(
                 f"{env_name}: action space {space}: {type(space).__name__} actions cannot be "
-                "expressed; expected Discrete or MultiDiscrete"
+                "expressed; expected Discrete, MultiDiscrete or Box"
             )
         self.starts = starts.astype(np.int64)
         self.action_space = {
@@ -226,8 +243,10 @@ class ActionRule:
             for name, n, start in zip(names, sizes, starts, strict=True)
         }
 
-    def decode(self, choices: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-        """``(batch, actions)`` choice indices (in :attr:`action_space` order) -> a batch of
-        Gymnasium actions."""
-        values = choices + self.starts
-        return values.reshape(choices.shape[0], *self.shape)
+    def decode(self, values: npt.NDArray[Any]) -> npt.NDArray[Any]:
+        """``(batch, actions)`` choice indices (in :attr:`action_space` order), or ``(batch,
+        components)`` values of a Box's continuous action -> a batch of Gymnasium actions."""
+        if self.box is not None:
+            clipped = np.clip(values, self.box.low.reshape(-1), self.box.high.reshape(-1))
+            return clipped.astype(self.box.dtype).reshape(values.shape[0], *self.box.shape)
+        return (values + self.starts).reshape(values.shape[0], *self.shape)

@@ -26,19 +26,21 @@ from gymnasium.vector.utils import concatenate, create_empty_array
 
 from entityrl.env import (
     Action,
+    ActionSpace,
     Batcher,
     CategoricalActionSpace,
     Environment,
     EpisodeTracker,
     GlobalCategoricalAction,
-    GlobalCategoricalActionMask,
     GlobalCategoricalActionSpace,
+    GlobalContinuousAction,
     Observation,
     ObsSpace,
     VecCategoricalMask,
     VecEnv,
     VecObs,
 )
+from entityrl.env.actions import kind_of
 from entityrl.env.vec_env import check_actions
 from entityrl.interop.gym_spaces import ActionRule, ObservationRule, UnsupportedSpaceError
 from entityrl.ragged import RaggedArray
@@ -83,7 +85,7 @@ class GymnasiumEnvironment(Environment):
     def obs_space(self) -> ObsSpace:
         return self.observation_rule.obs_space
 
-    def action_space(self) -> dict[str, GlobalCategoricalActionSpace]:
+    def action_space(self) -> dict[str, ActionSpace]:
         return self.action_rule.action_space
 
     def seed(self, seed: int) -> None:
@@ -101,10 +103,10 @@ class GymnasiumEnvironment(Environment):
         return "  ".join(f"{n}={v:.3g}" for n, v in zip(names, self._last, strict=True))
 
     def act(self, actions: Mapping[str, Action]) -> Observation:
-        choices = np.array(
-            [[_choice(actions[name]) for name in self.action_rule.action_space]], dtype=np.int64
+        values = np.array([[_value(actions[name]) for name in self.action_rule.action_space]])
+        obs, reward, terminated, truncated, _ = self.env.step(
+            self.action_rule.decode(values.reshape(1, -1))[0]
         )
-        obs, reward, terminated, truncated, _ = self.env.step(self.action_rule.decode(choices)[0])
         # Both flags: the task ended, so nothing is bootstrapped.
         return self._observe(
             obs,
@@ -119,7 +121,9 @@ class GymnasiumEnvironment(Environment):
         return Observation(
             features={name: rows.data for name, rows in rule.entities(obs, 1).items()},
             global_features=self._last,
-            actions={name: GlobalCategoricalActionMask() for name in self.action_rule.action_space},
+            actions={
+                name: kind_of(space).mask() for name, space in self.action_rule.action_space.items()
+            },
             **step,
         )
 
@@ -127,10 +131,15 @@ class GymnasiumEnvironment(Environment):
         self.env.close()
 
 
-def _choice(action: Action) -> int:
-    if not isinstance(action, GlobalCategoricalAction):
-        raise TypeError(f"expected a GlobalCategoricalAction, got {type(action).__name__}")
-    return action.index
+def _value(action: Action) -> int | npt.NDArray[np.float32]:
+    """A global action's choice index, or a global continuous action's values."""
+    if isinstance(action, GlobalCategoricalAction):
+        return action.index
+    if isinstance(action, GlobalContinuousAction):
+        return action.values
+    raise TypeError(
+        f"expected a GlobalCategoricalAction or GlobalContinuousAction, got {type(action).__name__}"
+    )
 
 
 class GymnasiumVecEnv(VecEnv):
@@ -207,13 +216,13 @@ class GymnasiumVecEnv(VecEnv):
         features = self.observation_rule.entities(obs, rows)
         entity_count = sum((f.lengths for f in features.values()), np.zeros(rows, np.int64))
         # A global action is taken by the row's pseudo-entity, whose index is the entity count.
-        global_actor = VecCategoricalMask(
-            RaggedArray(entity_count.reshape(-1, 1), np.ones(rows, dtype=np.int64))
-        )
+        actors = RaggedArray(entity_count.reshape(-1, 1), np.ones(rows, dtype=np.int64))
         return VecObs(
             features=features,
             global_features=self.observation_rule.global_features(obs, rows),
-            action_masks=dict.fromkeys(self.action_space, global_actor),
+            action_masks={
+                name: kind_of(space).vec_mask(actors) for name, space in self.action_space.items()
+            },
             reward=reward,
             done=done,
         )

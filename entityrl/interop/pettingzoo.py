@@ -30,7 +30,8 @@ import pettingzoo
 from gymnasium.vector.utils import concatenate, create_empty_array
 from pettingzoo import ParallelEnv
 
-from entityrl.env import BatchedEnvironment, ObsSpace, VecCategoricalMask, VecObs
+from entityrl.env import BatchedEnvironment, ObsSpace, VecObs
+from entityrl.env.actions import kind_of
 from entityrl.interop.gym_spaces import ActionRule, ObservationRule, UnsupportedSpaceError
 from entityrl.ragged import RaggedArray
 
@@ -118,10 +119,15 @@ class PettingZooVecEnv(BatchedEnvironment):
     def step(
         self, actions: Mapping[str, RaggedArray]
     ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.bool_]]:
-        choices = np.zeros((self.num_envs, len(self.action_space)), dtype=np.int64)
-        for k, name in enumerate(self.action_space):
-            choices[actions[name].lengths > 0, k] = actions[name].data[:, 0]
-        decoded = self.action_rule.decode(choices)
+        # One column per choice (or per component of a Box's continuous action); rows of
+        # agents that are gone keep zeros, which nobody receives.
+        columns = []
+        for name in self.action_space:
+            given = actions[name]
+            column = np.zeros((self.num_envs, given.features), dtype=given.dtype)
+            column[given.lengths > 0] = given.data
+            columns.append(column)
+        decoded = self.action_rule.decode(np.concatenate(columns, axis=1))
         reward = np.zeros(self.num_envs, dtype=np.float32)
         done = np.zeros(self.num_envs, dtype=np.bool_)
         n = len(self.agents)
@@ -157,7 +163,7 @@ class PettingZooVecEnv(BatchedEnvironment):
         entity_count = sum((f.lengths for f in features.values()), np.zeros(rows, np.int64))
         active = self._active.astype(np.int64)
         # Rows of agents that are gone take no action: no actor (the pseudo-entity) there.
-        actor = VecCategoricalMask(RaggedArray(entity_count[self._active].reshape(-1, 1), active))
+        actor = RaggedArray(entity_count[self._active].reshape(-1, 1), active)
         return VecObs(
             features=features,
             global_features=np.concatenate(
@@ -168,7 +174,9 @@ class PettingZooVecEnv(BatchedEnvironment):
                 ],
                 axis=1,
             ),
-            action_masks=dict.fromkeys(self.action_space, actor),
+            action_masks={
+                name: kind_of(space).vec_mask(actor) for name, space in self.action_space.items()
+            },
             reward=np.zeros(rows, dtype=np.float32),
             done=np.zeros(rows, dtype=np.bool_),
         )

@@ -1,19 +1,74 @@
-"""Action and value heads: categorical per actor, select-entity, value.
+"""Action and value heads, and the registry of action heads by action space class.
 
-The masked categorical distribution the action heads end in (``masked_categorical``, and its
-``HeadOutput``) lives in :mod:`entityrl.nn.kernels.categorical` with the kernel that computes
-it (and its torch fallback); it is re-exported here.
+Each kind of action (:mod:`entityrl.env.actions`) has its network part here: a head module
+that prepares its inputs from the batched mask (numpy, on the CPU), turns the actors'
+embeddings into a distribution, samples or scores it, and reads the values a rollout stored
+back into the tensor it scores. :func:`head_for` builds the head of an action space.
+
+The masked categorical distribution the categorical and select-entity heads end in
+(``masked_categorical``, and its ``HeadOutput``) lives in
+:mod:`entityrl.nn.kernels.categorical` with the kernel that computes it (and its torch
+fallback); it is re-exported here. The Gaussian head of continuous actions is in
+:mod:`entityrl.nn.gaussian`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, Protocol
+
 import torch
 from torch import nn
 
+from entityrl.env.spaces import (
+    CategoricalActionSpace,
+    ContinuousActionSpace,
+    GlobalCategoricalActionSpace,
+    GlobalContinuousActionSpace,
+    SelectEntityActionSpace,
+)
+from entityrl.nn.gaussian import GaussianHead
 from entityrl.nn.kernels.categorical import HeadOutput, masked_categorical, select_logits
-from entityrl.nn.layout import SelectLayout
+from entityrl.nn.layout import ActorInputs, BatchLayout, SelectLayout, actor_inputs, select_layout
+from entityrl.ragged import RaggedArray
 
-__all__ = ["CategoricalHead", "HeadOutput", "SelectEntityHead", "ValueHead", "masked_categorical"]
+__all__ = [
+    "ActionHead",
+    "CategoricalHead",
+    "GaussianHead",
+    "HeadOutput",
+    "SelectEntityHead",
+    "ValueHead",
+    "head_for",
+    "masked_categorical",
+    "register_head",
+]
+
+
+class ActionHead(Protocol):
+    """What RogueNet asks of the head of every action."""
+
+    def prepare(self, mask: Any, layout: BatchLayout) -> Any:
+        """The head's inputs from a batched mask (an object with ``to(device)``), on the
+        CPU."""
+
+    def __call__(
+        self,
+        x: torch.Tensor,
+        inputs: Any,
+        chosen: torch.Tensor | None,
+        deterministic: bool,
+        generator: torch.Generator | None,
+    ) -> HeadOutput:
+        """Sample (or score ``chosen``): per actor its action, log-probability and entropy."""
+
+    def chosen(self, values: RaggedArray) -> torch.Tensor:
+        """The values of a batch of actions (as a VecEnv took them) as the tensor to score."""
+
+
+def chosen_indices(values: RaggedArray) -> torch.Tensor:
+    """One int64 per actor (a choice, or a candidate's position)."""
+    return torch.from_numpy(values.data[:, 0])
 
 
 class CategoricalHead(nn.Module):
@@ -26,19 +81,25 @@ class CategoricalHead(nn.Module):
         nn.init.orthogonal_(self.proj.weight, gain=0.01)
         nn.init.zeros_(self.proj.bias)
 
+    def prepare(self, mask: Any, layout: BatchLayout) -> ActorInputs:
+        return actor_inputs(mask, layout.row_slot, layout.num_slots)
+
+    chosen = staticmethod(chosen_indices)
+
     def forward(
         self,
         x: torch.Tensor,
-        actors: torch.Tensor | None,
-        legal: torch.Tensor | None,
+        inputs: ActorInputs,
         chosen: torch.Tensor | None = None,
         deterministic: bool = False,
         generator: torch.Generator | None = None,
     ) -> HeadOutput:
-        """``actors``: the slots of ``x`` that act, None for all of them in order."""
+        if inputs.empty:
+            return no_actors(x.device)
+        actors = inputs.actors
         # index_select: several times faster than x[actors], forward and backward.
         acting = x if actors is None else x.index_select(0, actors)
-        return masked_categorical(self.proj(acting), legal, chosen, deterministic, generator)
+        return masked_categorical(self.proj(acting), inputs.legal, chosen, deterministic, generator)
 
 
 class SelectEntityHead(nn.Module):
@@ -57,6 +118,11 @@ class SelectEntityHead(nn.Module):
         self.query = nn.Linear(d_model, d_qk)
         self.key = nn.Linear(d_model, d_qk)
 
+    def prepare(self, mask: Any, layout: BatchLayout) -> SelectLayout:
+        return select_layout(mask, layout.row_slot)
+
+    chosen = staticmethod(chosen_indices)
+
     def forward(
         self,
         x: torch.Tensor,
@@ -65,6 +131,8 @@ class SelectEntityHead(nn.Module):
         deterministic: bool = False,
         generator: torch.Generator | None = None,
     ) -> HeadOutput:
+        if layout.actor_flat.shape[0] == 0:
+            return no_actors(x.device)
         queries = self.query(x.index_select(0, layout.actor_flat))
         scores = select_logits(
             x,
@@ -89,3 +157,40 @@ class ValueHead(nn.Module):
 
     def forward(self, pooled: torch.Tensor) -> torch.Tensor:
         return self.proj(pooled).squeeze(1)
+
+
+def no_actors(device: torch.device) -> HeadOutput:
+    """The output of a categorical or select-entity head that nobody in the batch takes."""
+    empty = torch.zeros(0, device=device)
+    return HeadOutput(torch.zeros(0, dtype=torch.int64, device=device), empty, empty)
+
+
+HeadFactory = Callable[[Any, int, int], nn.Module]
+"""Builds an action head from (action space, d_model, d_qk)."""
+
+_HEADS: dict[type, HeadFactory] = {
+    CategoricalActionSpace: lambda space, d_model, _d_qk: CategoricalHead(d_model, len(space)),
+    GlobalCategoricalActionSpace: lambda space, d_model, _d_qk: CategoricalHead(
+        d_model, len(space)
+    ),
+    SelectEntityActionSpace: lambda _space, d_model, d_qk: SelectEntityHead(d_model, d_qk),
+    ContinuousActionSpace: lambda space, d_model, _d_qk: GaussianHead(d_model, space),
+    GlobalContinuousActionSpace: lambda space, d_model, _d_qk: GaussianHead(d_model, space),
+}
+
+
+def register_head(space: type, factory: HeadFactory) -> None:
+    """Make ``factory`` build the heads of actions of the space class ``space``."""
+    _HEADS[space] = factory
+
+
+def head_for(name: str, space: Any, d_model: int, d_qk: int) -> nn.Module:
+    """The head of the action ``name`` of ``space``."""
+    factory = _HEADS.get(type(space))
+    if factory is None:
+        known = ", ".join(s.__name__ for s in _HEADS)
+        raise TypeError(
+            f"action {name!r}: expected an action space with a head ({known}), "
+            f"got {type(space).__name__}"
+        )
+    return factory(space, d_model, d_qk)

@@ -2,7 +2,7 @@
 
 All entities of a batch live in one flat ``(slots, d_model)`` tensor. Row ``r``'s entities sit
 in consecutive slots from ``row_slot[r]`` on, in the VecObs order (entity types in ObsSpace
-order). When the network has a global token (for global categorical actions) it is the last
+order). When the network has a global token (for global actions) it is the last
 entity of each row, at index = number of real entities, matching the VecObs convention for
 global actors. There are two arrangements:
 
@@ -32,7 +32,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from entityrl.env.vec_obs import VecCategoricalMask, VecObs, VecSelectEntityMask
+from entityrl.env.vec_obs import VecCategoricalMask, VecContinuousMask, VecObs, VecSelectEntityMask
 from entityrl.ragged import RaggedArray, ranges
 
 
@@ -238,15 +238,37 @@ def flat_actor_index(actors: RaggedArray, row_slot: npt.NDArray[np.int64]) -> np
     return actors.data[:, 0] + np.repeat(row_slot, actors.lengths)
 
 
-def categorical_inputs(
-    mask: VecCategoricalMask, row_slot: npt.NDArray[np.int64], num_slots: int
-) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-    """(flat actor index, legal-choice mask or None) of a categorical action; the index is None
-    when every slot acts, in order (one entity per row, say), and so needs no gather."""
+@dataclass
+class ActorInputs:
+    """The slots of an action's actors (None: every slot, in order) and, for categorical
+    actions, their legal choices (None: all legal)."""
+
+    actors: torch.Tensor | None
+    legal: torch.Tensor | None = None
+
+    def to(self, device: torch.device) -> ActorInputs:
+        return ActorInputs(
+            None if self.actors is None else self.actors.to(device),
+            None if self.legal is None else self.legal.to(device),
+        )
+
+    @property
+    def empty(self) -> bool:
+        return self.actors is not None and self.actors.shape[0] == 0
+
+
+def actor_inputs(
+    mask: VecCategoricalMask | VecContinuousMask,
+    row_slot: npt.NDArray[np.int64],
+    num_slots: int,
+) -> ActorInputs:
+    """The actors' flat slots and legal-choice mask (None if every choice is legal) of a
+    categorical or continuous action; the slots are None when every slot acts, in order (one
+    entity per row, say), and so need no gather."""
     flat = flat_actor_index(mask.actors, row_slot)
     every_slot = flat.shape[0] == num_slots and np.array_equal(flat, np.arange(num_slots))
     legal = None if mask.mask is None else _tensor(mask.mask.data)
-    return None if every_slot else _tensor(flat), legal
+    return ActorInputs(None if every_slot else _tensor(flat), legal)
 
 
 def select_layout(mask: VecSelectEntityMask, row_slot: npt.NDArray[np.int64]) -> SelectLayout:

@@ -1,9 +1,9 @@
 """RogueNet: a ragged-batch transformer policy for entity observations.
 
 ``VecObs -> per-type embedding -> transformer blocks within rows -> action heads on the actors
-(categorical, select-entity) and a value head on each row's mean embedding``; with
-``net.memory`` a GRU state per row joins the embeddings before the heads
-(:mod:`entityrl.nn.recurrent`).
+(one per action, by kind: categorical, select-entity, Gaussian for continuous; see
+entityrl.nn.heads) and a value head on each row's mean embedding``; with ``net.memory`` a GRU
+state per row joins the embeddings before the heads (:mod:`entityrl.nn.recurrent`).
 """
 
 from __future__ import annotations
@@ -15,27 +15,16 @@ from typing import Any
 import torch
 from torch import nn
 
-from entityrl.env.spaces import (
-    ActionSpace,
-    CategoricalActionSpace,
-    GlobalCategoricalActionSpace,
-    ObsSpace,
-    SelectEntityActionSpace,
-)
-from entityrl.env.vec_obs import VecCategoricalMask, VecObs, VecSelectEntityMask
+from entityrl.env.actions import kind_of
+from entityrl.env.spaces import ActionSpace, ObsSpace
+from entityrl.env.vec_obs import VecObs
 from entityrl.nn.embedding import EntityEmbedding, TranslationConfig
-from entityrl.nn.heads import CategoricalHead, HeadOutput, SelectEntityHead, ValueHead
+from entityrl.nn.heads import HeadOutput, ValueHead, head_for
 from entityrl.nn.input_norm import Combine
 from entityrl.nn.inputs import EntityInputs
 from entityrl.nn.kernels import max_head_dim
 from entityrl.nn.kernels.pointwise import layer_norm
-from entityrl.nn.layout import (
-    BatchLayout,
-    SelectLayout,
-    build_layout,
-    categorical_inputs,
-    select_layout,
-)
+from entityrl.nn.layout import BatchLayout, build_layout
 from entityrl.nn.memory import reuse_large_allocations
 from entityrl.nn.precision import Precision, compute_dtype, limit_compiled_product_caches
 from entityrl.nn.recurrent import RowMemory, Sequences
@@ -108,25 +97,18 @@ class PreparedBatch:
 
     inputs: EntityInputs
     layout: BatchLayout
-    # Per categorical action: its actors' slots (None: every slot, in order) and legal choices.
-    categorical: dict[str, tuple[torch.Tensor | None, torch.Tensor | None]] = field(
-        default_factory=dict
-    )
-    select: dict[str, SelectLayout] = field(default_factory=dict)
+    # Per action, its head's inputs (see ActionHead.prepare).
+    heads: dict[str, Any] = field(default_factory=dict)
 
     def to(self, device: torch.device) -> PreparedBatch:
         """The same batch with every tensor on ``device`` (itself on the CPU)."""
         if device.type == "cpu":
             return self
 
-        def move(t: torch.Tensor | None) -> torch.Tensor | None:
-            return None if t is None else t.to(device)
-
         return PreparedBatch(
             self.inputs.to(device),
             self.layout.to(device),
-            {name: (move(a), move(m)) for name, (a, m) in self.categorical.items()},
-            {name: layout.to(device) for name, layout in self.select.items()},
+            {name: inputs.to(device) for name, inputs in self.heads.items()},
         )
 
 
@@ -152,13 +134,16 @@ class PolicyOutput:
         )
 
     def actions(self, obs: VecObs) -> dict[str, RaggedArray]:
-        """The chosen actions in the form a VecEnv takes."""
-        return {
-            name: RaggedArray(
-                out.actions.numpy().reshape(-1, 1), obs.action_masks[name].actors.lengths
+        """The chosen actions in the form a VecEnv takes: one row per actor, of one index or
+        of a continuous action's values."""
+        actions: dict[str, RaggedArray] = {}
+        for name, out in self.heads.items():
+            chosen = out.actions.numpy()
+            actions[name] = RaggedArray(
+                chosen.reshape(-1, 1) if chosen.ndim == 1 else chosen,
+                obs.action_masks[name].actors.lengths,
             )
-            for name, out in self.heads.items()
-        }
+        return actions
 
 
 class Encoder(nn.Module):
@@ -228,24 +213,19 @@ class RogueNet(nn.Module):
         self.obs_space = obs_space
         self.action_space = dict(action_space)
         self.entity_names = list(obs_space.entities)
-        self.global_token = any(
-            isinstance(s, GlobalCategoricalActionSpace) for s in self.action_space.values()
-        )
+        self.global_token = any(kind_of(s).global_actor for s in self.action_space.values())
         self.encoder = Encoder(obs_space, self.config, self.global_token, dtype)
         self.value_encoder = (
             Encoder(obs_space, self.config, self.global_token, dtype)
             if self.config.separate_value
             else None
         )
-        heads: dict[str, nn.Module] = {}
-        for name, space in self.action_space.items():
-            if isinstance(space, (CategoricalActionSpace, GlobalCategoricalActionSpace)):
-                heads[name] = CategoricalHead(self.config.d_model, len(space))
-            elif isinstance(space, SelectEntityActionSpace):
-                heads[name] = SelectEntityHead(self.config.d_model, self.config.d_qk)
-            else:
-                raise TypeError(f"action {name!r}: unsupported action space {space!r}")
-        self.heads = nn.ModuleDict({_key(n): h for n, h in heads.items()})
+        self.heads = nn.ModuleDict(
+            {
+                _key(name): head_for(name, space, self.config.d_model, self.config.d_qk)
+                for name, space in self.action_space.items()
+            }
+        )
         self.value_head = ValueHead(self.config.d_model)
         self.memory = RowMemory(self.config.d_model) if self.config.memory else None
         # Torch's attention needs padded grids; the ragged kernel (on the CPU, when it is built
@@ -272,16 +252,11 @@ class RogueNet(nn.Module):
         """Compute the index metadata of a batch (numpy; no gradients involved), on the CPU."""
         self._check_obs(obs)
         layout = build_layout(obs, self.entity_names, self.global_token, self.grid_layout)
-        batch = PreparedBatch(self.encoder.embedding.inputs(obs), layout)
-        for name, mask in obs.action_masks.items():
-            if isinstance(mask, VecSelectEntityMask):
-                batch.select[name] = select_layout(mask, layout.row_slot)
-            else:
-                assert isinstance(mask, VecCategoricalMask)
-                batch.categorical[name] = categorical_inputs(
-                    mask, layout.row_slot, layout.num_slots
-                )
-        return batch
+        heads = {
+            name: self.heads[_key(name)].prepare(mask, layout)
+            for name, mask in obs.action_masks.items()
+        }
+        return PreparedBatch(self.encoder.embedding.inputs(obs), layout, heads)
 
     def _check_obs(self, obs: VecObs) -> None:
         missing = [n for n in self.entity_names if n not in obs.features]
@@ -310,7 +285,8 @@ class RogueNet(nn.Module):
         state: torch.Tensor | None = None,
         sequences: Sequences | None = None,
     ) -> PolicyOutput:
-        """Score ``actions`` (per action name, one int64 per actor) or sample new ones (with
+        """Score ``actions`` (per action name, one row per actor: an int64 index, or a
+        continuous action's values) or sample new ones (with
         ``generator``, torch's default one if None). ``batch`` must be on the network's
         device. With ``net.memory``: ``state`` (rows, memory) is each row's state before this
         step (None: fresh episodes), or ``sequences`` says how the rows form chunks of steps."""
@@ -321,18 +297,7 @@ class RogueNet(nn.Module):
         for name in self.action_space:
             chosen = None if actions is None else actions[name]
             head = self.heads[_key(name)]
-            if name in batch.select:
-                layout = batch.select[name]
-                if layout.actor_flat.shape[0] == 0:
-                    heads[name] = _no_actors(x.device)
-                    continue
-                heads[name] = head(x, layout, chosen, deterministic, generator)
-            else:
-                actors, legal = batch.categorical[name]
-                if actors is not None and actors.shape[0] == 0:
-                    heads[name] = _no_actors(x.device)
-                    continue
-                heads[name] = head(x, actors, legal, chosen, deterministic, generator)
+            heads[name] = head(x, batch.heads[name], chosen, deterministic, generator)
         value_x = x if self.value_encoder is None else self.value_encoder(batch, ctx)
         values = self.value_head(row_mean(value_x, batch.layout))
         return PolicyOutput(heads, values, state)
@@ -400,7 +365,7 @@ class RogueNet(nn.Module):
         the network's device); with net.memory, ``sequences`` says how the rows form chunks
         of consecutive steps."""
         device = self.device
-        chosen = {name: torch.from_numpy(a.data[:, 0]).to(device) for name, a in actions.items()}
+        chosen = {name: self.heads[_key(name)].chosen(a).to(device) for name, a in actions.items()}
         sequences = None if sequences is None else sequences.to(device)
         return self(self.prepare(obs).to(device), chosen, sequences=sequences)
 
@@ -412,11 +377,6 @@ class RogueNet(nn.Module):
         self.encoder.embedding.update_normalizers(inputs, combine)
         if self.value_encoder is not None:
             self.value_encoder.embedding.update_normalizers(inputs, combine)
-
-
-def _no_actors(device: torch.device) -> HeadOutput:
-    empty = torch.zeros(0, device=device)
-    return HeadOutput(torch.zeros(0, dtype=torch.int64, device=device), empty, empty)
 
 
 def _key(name: str) -> str:

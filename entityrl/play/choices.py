@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from entityrl.env.spaces import ActionSpace
-from entityrl.env.vec_obs import VecCategoricalMask, VecObs
+from entityrl.env.vec_obs import VecCategoricalMask, VecContinuousMask, VecObs
 from entityrl.play.entities import ROW, RowEntities
 from entityrl.ragged import RaggedArray
 
@@ -45,12 +45,15 @@ class Turn:
 def legal_turns(
     obs: VecObs, action_space: Mapping[str, ActionSpace], entities: RowEntities
 ) -> list[Turn]:
-    """Every (action, actor) pair of row 0, in action-space order then actor order."""
+    """Every (action, actor) pair of row 0, in action-space order then actor order
+    (continuous actions left out: they have values, not choices)."""
     turns: list[Turn] = []
     for name, mask in obs.action_masks.items():
         actors = mask.actors[ROW][:, 0].tolist()
         if not actors:
             continue
+        if isinstance(mask, VecContinuousMask):
+            continue  # values, not choices: nothing to list or type
         if isinstance(mask, VecCategoricalMask):
             labels = action_space[name].choices  # type: ignore[union-attr]
             legal = (

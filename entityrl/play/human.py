@@ -10,8 +10,9 @@ import numpy as np
 from rich.console import Console
 from rich.text import Text
 
+from entityrl.env.actions import kind_of
 from entityrl.env.spaces import ActionSpace, ObsSpace
-from entityrl.env.vec_obs import VecObs
+from entityrl.env.vec_obs import VecContinuousMask, VecObs
 from entityrl.play.choices import Option, Turn, legal_turns, to_actions
 from entityrl.play.entities import RowEntities
 from entityrl.play.session import QuitGame
@@ -37,6 +38,14 @@ class HumanPlayer:
         stdin: TextIO | None = None,
         seed: int | None = None,
     ) -> None:
+        continuous = [
+            n for n, s in action_space.items() if kind_of(s).vec_mask is VecContinuousMask
+        ]
+        if continuous:
+            raise ValueError(
+                f"action {continuous[0]!r} is continuous: a person plays categorical and "
+                "select-entity actions only (watch an agent instead: --agent or --random-agent)"
+            )
         self.console = console
         self.obs_space = obs_space
         self.action_space = dict(action_space)

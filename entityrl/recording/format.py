@@ -16,11 +16,12 @@ column                       Arrow type                             meaning
                                                                     the number of entities)
 ``actees/A`` (select only)   list<int64>                            candidates' entity indices
 ``mask/A``                   categorical: list<fixed_size_list      legal choices per actor;
-                             <bool, C>>; select: list<bool>         select: actor-major
+(not continuous)             <bool, C>>; select: list<bool>         select: actor-major
                                                                     (actors x actees)
-``action/A``                 list<int64>                            per actor, as the VecEnv took
-                                                                    it: the choice, or the
-                                                                    position among the actees
+``action/A``                 list<int64>; continuous:               per actor, as the VecEnv took
+                             list<fixed_size_list<float32, D>>      it: the choice, the position
+                                                                    among the actees, or the
+                                                                    ``D`` values (unclipped)
 ``reward``                   float32                                after the step
 ``done``                     bool                                   the step ended the episode
 ===========================  =====================================  ==============================
@@ -41,9 +42,16 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from entityrl.env.actions import kind_of
 from entityrl.env.space_data import spaces_from_data, spaces_to_data
 from entityrl.env.spaces import ActionSpace, ObsSpace, SelectEntityActionSpace
-from entityrl.env.vec_obs import VecActionMask, VecCategoricalMask, VecObs, VecSelectEntityMask
+from entityrl.env.vec_obs import (
+    VecActionMask,
+    VecCategoricalMask,
+    VecContinuousMask,
+    VecObs,
+    VecSelectEntityMask,
+)
 from entityrl.ragged import RaggedArray
 
 FORMAT = "entityrl-episodes"
@@ -80,6 +88,10 @@ def make_schema(header: Header) -> pa.Schema:
     fields.append(pa.field("global_features", pa.list_(pa.float32(), globals_)))
     for name, space in header.action_space.items():
         fields.append(pa.field(f"actors/{name}", pa.list_(pa.int64())))
+        if _continuous(space):
+            values = pa.list_(pa.list_(pa.float32(), len(space)))
+            fields.append(pa.field(f"action/{name}", values))
+            continue
         if isinstance(space, SelectEntityActionSpace):
             fields.append(pa.field(f"actees/{name}", pa.list_(pa.int64())))
             fields.append(pa.field(f"mask/{name}", pa.list_(pa.bool_())))
@@ -143,6 +155,9 @@ def to_record_batch(
     for name, space in header.action_space.items():
         mask = obs.action_masks[name]
         columns.append(_list_of_items(mask.actors))
+        if _continuous(space):
+            columns.append(_list_of_rows(actions[name]))
+            continue
         if isinstance(space, SelectEntityActionSpace):
             assert isinstance(mask, VecSelectEntityMask)
             columns.append(_list_of_items(mask.actees))
@@ -158,6 +173,11 @@ def to_record_batch(
         columns.append(_list_of_items(actions[name]))
     columns += [pa.array(reward, pa.float32()), pa.array(done, pa.bool_())]
     return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def _continuous(space: ActionSpace) -> bool:
+    """Actions of ``space`` are rows of float32 values per actor (and have no mask)."""
+    return kind_of(space).vec_mask is VecContinuousMask
 
 
 def _all_true(lengths: npt.NDArray[np.int64], width: int = 1) -> RaggedArray:
@@ -209,6 +229,10 @@ def to_vec_obs(header: Header, batch: pa.RecordBatch) -> tuple[VecObs, dict[str,
     actions: dict[str, RaggedArray] = {}
     for name, space in header.action_space.items():
         actors = _ragged(batch.column(f"actors/{name}"))
+        if _continuous(space):
+            masks[name] = VecContinuousMask(actors)
+            actions[name] = _ragged(batch.column(f"action/{name}"), len(space))
+            continue
         if isinstance(space, SelectEntityActionSpace):
             legal = _ragged(batch.column(f"mask/{name}"))
             actees = _ragged(batch.column(f"actees/{name}"))

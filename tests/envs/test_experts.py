@@ -16,6 +16,7 @@ CASES = [
     ("PickMatchingBalls", {"randomize": True, "max_balls": 12}, 1.0),
     ("TreasureHunt", {}, 5.0),
     ("TreasureHunt", {"num_traps": 20, "num_treasures": 8}, 8.0),
+    ("ContinuousMoveToOrigin", {}, 1.0),
 ]
 
 

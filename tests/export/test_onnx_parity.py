@@ -25,6 +25,7 @@ from entityrl.envs import REGISTRY, make, make_vec
 from entityrl.export import export_bytes
 from entityrl.export.one_observation import ExportError
 from entityrl.inference import OnnxPolicy
+from entityrl.inference.signature import EXPORTED_SPACES
 from entityrl.nn.embedding import TranslationConfig
 from entityrl.nn.relpos import RelposConfig
 from entityrl.training.agent import Agent
@@ -52,7 +53,15 @@ def builtin_agent(name: str) -> tuple[Agent, OnnxPolicy]:
     return agent, OnnxPolicy(export_bytes(agent))
 
 
-@pytest.mark.parametrize("name", sorted(REGISTRY))
+# The environments whose actions the format holds (continuous actions are refused, below).
+def exportable(action_space) -> bool:
+    return all(isinstance(s, EXPORTED_SPACES) for s in action_space.values())
+
+
+EXPORTABLE = sorted(n for n in REGISTRY if exportable(make_vec(n, 1, seed=0).action_space))
+
+
+@pytest.mark.parametrize("name", EXPORTABLE)
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_every_builtin_environment_exports_and_decides_as_torch(name: str, data) -> None:
@@ -61,9 +70,7 @@ def test_every_builtin_environment_exports_and_decides_as_torch(name: str, data)
     assert_same_decisions(agent, policy, drawn)
 
 
-@pytest.mark.parametrize(
-    "name", sorted(n for n, cls in REGISTRY.items() if issubclass(cls, Environment))
-)
+@pytest.mark.parametrize("name", [n for n in EXPORTABLE if issubclass(REGISTRY[n], Environment)])
 def test_real_observations_decide_as_torch(name: str) -> None:
     agent, policy = builtin_agent(name)
     env = make(name)
@@ -72,6 +79,13 @@ def test_real_observations_decide_as_torch(name: str) -> None:
         env.seed(seed)
         found.append(env.reset())
     assert_same_decisions(agent, policy, found)
+
+
+def test_continuous_actions_are_refused_naming_the_action() -> None:
+    vec = make_vec("ContinuousMoveToOrigin", 1, seed=0)
+    agent = untrained_agent(vec.obs_space, vec.action_space, env_id="ContinuousMoveToOrigin")
+    with pytest.raises(ExportError, match="action 'thrust' is a ContinuousActionSpace: the ONNX"):
+        export_bytes(agent)
 
 
 NET_OPTIONS = [
@@ -140,7 +154,11 @@ def test_relative_positions_are_exported(per_entity_values: bool, scale: float) 
     check()
 
 
-@pytest.mark.parametrize("config_file", sorted(CONFIG_DIR.glob("*.yaml")), ids=lambda p: p.stem)
+@pytest.mark.parametrize(
+    "config_file",
+    sorted(CONFIG_DIR.glob("*.yaml")),
+    ids=lambda p: p.stem,
+)
 def test_every_shipped_config_exports_and_decides_as_torch(config_file: Path) -> None:
     """The networks the shipped configs train (relative positions, translation, widths)."""
     try:
@@ -150,6 +168,10 @@ def test_every_shipped_config_exports_and_decides_as_torch(config_file: Path) ->
         pytest.skip(f"{config_file.name}: {err}")
     agent = untrained_agent(vec.obs_space, vec.action_space, config.env.id, config=config.net)
     vec.close()
+    if not exportable(agent.action_space):
+        with pytest.raises(ExportError, match="the ONNX format"):
+            export_bytes(agent)
+        return
     if config.net.memory:  # a recurrent state is not part of the exported model (yet)
         with pytest.raises(ExportError, match=r"net\.memory"):
             export_bytes(agent)

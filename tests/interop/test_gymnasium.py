@@ -11,7 +11,7 @@ from gymnasium import spaces  # noqa: E402
 from gymnasium.utils.env_checker import check_env  # noqa: E402
 from gymnasium.vector import AutoresetMode  # noqa: E402
 
-from entityrl.env import SerialVecEnv  # noqa: E402
+from entityrl.env import GlobalContinuousActionSpace, SerialVecEnv  # noqa: E402
 from entityrl.envs import make, make_vec  # noqa: E402
 from entityrl.envs.cherry_pick import CherryPick  # noqa: E402
 from entityrl.envs.multi_armed_bandit import MultiArmedBandit  # noqa: E402
@@ -74,10 +74,8 @@ def test_rule_refuses_what_it_cannot_express_naming_the_space() -> None:
         ObservationRule(MIXED, entities={"nope": None})
     with pytest.raises(UnsupportedSpaceError, match=r"entity set must be a Box of shape"):
         ObservationRule(MIXED, entities={"pos": None}, ignore=["mission"])
-    with pytest.raises(
-        UnsupportedSpaceError, match=r"Box \(continuous\) actions are not supported"
-    ):
-        ActionRule(spaces.Box(-1, 1, (2,)))
+    with pytest.raises(UnsupportedSpaceError, match=r"a Box action needs finite bounds"):
+        ActionRule(spaces.Box(-np.inf, 1, (2,)))
     with pytest.raises(UnsupportedSpaceError, match=r"MultiBinary actions cannot be expressed"):
         ActionRule(spaces.MultiBinary(3))
 
@@ -87,6 +85,35 @@ def test_multi_discrete_actions_become_one_global_action_per_component() -> None
     assert list(rule.action_space) == ["action[0]", "action[1]"]
     assert rule.action_space["action[0]"].choices == ("1", "2")
     np.testing.assert_array_equal(rule.decode(np.array([[1, 2]])), [[[2, 2]]])
+
+
+def test_box_actions_become_one_global_continuous_action_clipped_to_the_box() -> None:
+    rule = ActionRule(spaces.Box(np.array([[-1, 0]]), np.array([[1, 5]]), dtype=np.float64))
+    (space,) = rule.action_space.values()
+    assert isinstance(space, GlobalContinuousActionSpace)
+    assert space.dims == ("action[0]", "action[1]") and space.high == (1.0, 5.0)
+    decoded = rule.decode(np.array([[2.0, 3.0]], np.float32))
+    assert decoded.dtype == np.float64
+    np.testing.assert_array_equal(decoded, [[[1.0, 3.0]]])
+
+
+def test_pendulum_single_and_vector_envs_take_the_same_continuous_actions() -> None:
+    vector = gymnasium.make_vec(
+        "Pendulum-v1",
+        2,
+        vectorization_mode="sync",
+        vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
+    )
+    batched = GymnasiumVecEnv(vector, seed=3)
+    single = SerialVecEnv(lambda: GymnasiumEnvironment("Pendulum-v1"), 2, seed=3, validate=True)
+    a, b = batched.reset(), single.reset()
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        np.testing.assert_allclose(a.global_features, b.global_features, rtol=1e-6)
+        torque = rng.uniform(-4, 4, (2, 1)).astype(np.float32)  # beyond the bounds: clipped
+        action = {"action": RaggedArray(torque, np.ones(2, np.int64))}
+        a, b = batched.act(action), single.act(action)
+        np.testing.assert_allclose(a.reward, b.reward, rtol=1e-6)
 
 
 def test_cartpole_validates_and_reports_truncation_with_the_final_observation() -> None:

@@ -87,3 +87,22 @@ def test_registry_builds_pettingzoo_modules() -> None:
     assert env.num_envs == 2 and "agent=player_1" in env.obs_space.global_features
     with pytest.raises(KeyError, match="Did you mean classic/rps-v2"):
         make_vec("pettingzoo:classic/rps-v3", 2)
+
+
+class LeaveEarlyWithTorque(LeaveEarly):
+    """LeaveEarly with a Box action in [-1, 1]: each agent's reward is its torque."""
+
+    def action_space(self, agent: str) -> spaces.Space[Any]:
+        return spaces.Box(-1.0, 1.0, (1,), np.float32)
+
+    def step(self, actions: dict) -> tuple[dict, ...]:
+        return super().step({a: float(v[0]) for a, v in actions.items()})
+
+
+def test_box_actions_are_continuous_and_every_agent_receives_its_own_clipped() -> None:
+    env = PettingZooVecEnv(4, seed=0, validate=True, env_id=LeaveEarlyWithTorque)
+    last = env.reset()
+    lengths = last.action_masks["action"].actors.lengths
+    torques = np.array([[0.5], [7.0], [-0.25], [-3.0]], np.float32)  # quick, slow, quick, slow
+    obs = env.act({"action": RaggedArray(torques, lengths)})
+    np.testing.assert_array_equal(obs.reward, [0.5, 1.0, -0.25, -1.0])

@@ -27,6 +27,7 @@ from entityrl.nn.kernels.categorical import (
     reference_categorical,
     select_logits,
 )
+from entityrl.nn.layout import ActorInputs
 
 if os.environ.get("ENTITYRL_NO_KERNELS", "") not in ("", "0"):
     pytest.skip("kernels disabled by ENTITYRL_NO_KERNELS", allow_module_level=True)
@@ -483,7 +484,8 @@ def test_heads_use_the_kernel() -> None:
     head = heads.CategoricalHead(8, 5)
     x = torch.randn(10, 8)
     actors = torch.tensor([1, 4, 7])
-    out = head(x, actors, torch.ones(3, 5, dtype=torch.bool), torch.tensor([0, 2, 4]))
+    inputs = ActorInputs(actors, torch.ones(3, 5, dtype=torch.bool))
+    out = head(x, inputs, torch.tensor([0, 2, 4]))
     assert "MaskedCategorical" in type(out.logprob.grad_fn).__name__
 
 

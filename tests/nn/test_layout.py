@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from entityrl.env import Batcher, CategoricalActionMask, CategoricalActionSpace, Entity, ObsSpace
 from entityrl.env.observation import Observation
-from entityrl.nn.layout import build_layout, categorical_inputs, padded_slots
+from entityrl.nn.layout import actor_inputs, build_layout, padded_slots
 
 
 @given(st.integers(0, 10**7))
@@ -103,7 +103,7 @@ def test_categorical_actors_need_no_gather_only_when_every_slot_acts_in_order() 
             ]
         )
         layout = build_layout(obs, ["A", "B"], False, grids=False)
-        index, _ = categorical_inputs(obs.action_masks["go"], layout.row_slot, layout.num_slots)
+        index = actor_inputs(obs.action_masks["go"], layout.row_slot, layout.num_slots).actors
         return None if index is None else index.tolist()
 
     assert actors([(1, 0)] * 32, ["A"]) is None  # slot i, row i, acts

@@ -441,7 +441,7 @@ def test_select_entity_scores_are_query_dot_key_over_each_rows_candidates() -> N
         x = model.encoder(batch, attention_context(batch.layout))
         head = model.heads["pick"]
         mask = obs.action_masks["pick"]
-        actors = batch.select["pick"].actor_flat
+        actors = batch.heads["pick"].actor_flat
         row_of_actor = np.repeat(np.arange(len(rows)), mask.actors.lengths)
         first_slot = batch.layout.row_slot
         expected = []
@@ -454,6 +454,6 @@ def test_select_entity_scores_are_query_dot_key_over_each_rows_candidates() -> N
             expected.append(torch.log_softmax(scores.masked_fill(~legal, -torch.inf), 0))
         for j in range(6):
             chosen = torch.tensor([min(j, len(e) - 1) for e in expected])
-            out = head(x, batch.select["pick"], chosen)
+            out = head(x, batch.heads["pick"], chosen)
             want = torch.stack([e[c] for e, c in zip(expected, chosen.tolist(), strict=True)])
             torch.testing.assert_close(out.logprob, want, rtol=1e-5, atol=1e-5)

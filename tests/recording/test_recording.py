@@ -25,11 +25,13 @@ from entityrl.recording import (
     record,
 )
 
-# Categorical + select-entity actions with masks; a global action; entities without features.
+# Categorical + select-entity actions with masks; a global action; entities without features;
+# continuous actions.
 ENVS = [
     ("MineSweeper", {"orbital_cannon": True, "cooldown_period": 1}),
     ("TreasureHunt", {"max_steps": 30}),
     ("CherryPick", {"num_cherries": 6}),
+    ("ContinuousMoveToOrigin", {"max_steps": 10}),  # continuous values, no mask
 ]
 
 

@@ -102,6 +102,21 @@ def test_bc_learns_cherry_pick_from_an_expert_and_ppo_starts_from_it(tmp_path: P
         trainer.log.close()
 
 
+def test_bc_clones_a_continuous_expert(tmp_path: Path) -> None:
+    """Recorded continuous actions train a Gaussian policy by maximum likelihood; the
+    expert's return is 1.0 (a random policy's is about -0.3)."""
+    demos = _expert_demos(tmp_path / "demo.arrow", "ContinuousMoveToOrigin", 48)
+    run_dir = tmp_path / "bc"
+    train(
+        "ContinuousMoveToOrigin",
+        overrides=[*QUIET, "algo=bc", f"bc.demos=[{demos}]", "bc.epochs=30",
+                   "bc.eval_episodes=0", "optim.bs=256", f"log.run_dir={run_dir}"],
+    )  # fmt: skip
+    agent = load_agent(run_dir, seed=0, deterministic=True)
+    with make_eval_env(agent, num_envs=8, seed=1) as env:
+        assert evaluate(agent, env, episodes=64).mean() >= 0.9
+
+
 def test_the_run_logs_each_epoch_and_stops_early(tmp_path: Path, capsys) -> None:
     demos = _expert_demos(tmp_path / "demo.arrow", "CherryPick", 20, num_cherries=4)
     run_dir = tmp_path / "bc"

@@ -24,6 +24,7 @@ CASES = [
     ("rock_paper_scissors", ["env.kwargs.cheat=true"], 400, 1.95),
     ("floor_is_lava", [], 400, 0.95),
     ("move_to_origin", ["total_timesteps=65536"], 100, 0.85),
+    ("continuous_move_to_origin", ["total_timesteps=65536"], 100, 0.85),
     ("cherry_pick", ["total_timesteps=40960"], 200, 0.85),
     ("cherry_pick_batched", ["total_timesteps=40960"], 200, 0.85),
     ("mine_sweeper", ["total_timesteps=81920"], 200, 0.85),
