@@ -112,18 +112,21 @@ class Choices(ActionKind):
     ) -> npt.NDArray[np.int64]:
         return random_choices(mask, len(space), rng)
 
+    def mask_rows(self, mask: Any) -> Any:
+        """One observation's mask as rows of choices, one per actor."""
+        return mask
+
+    def batch_mask(self, space: Any, specs: Sequence[Any], index: Any) -> VecCategoricalMask:
+        actors = self.actors(specs, index)  # type: ignore[attr-defined]
+        masks = [(i, s.mask) for i, s in enumerate(specs) if s is not None and s.mask is not None]
+        rows = [self.mask_rows(m) for _, m in masks]
+        return VecCategoricalMask(actors, fill_rows(masks, actors.lengths, rows, len(space)))
+
 
 class CategoricalKind(Choices, PerActorKind):
     space = CategoricalActionSpace
     mask = CategoricalActionMask
     action = CategoricalAction
-
-    def batch_mask(self, space: Any, specs: Sequence[Any], index: Any) -> VecCategoricalMask:
-        actors = self.actors(specs, index)
-        masks = [(i, s.mask) for i, s in enumerate(specs) if s is not None and s.mask is not None]
-        return VecCategoricalMask(
-            actors, fill_rows(masks, actors.lengths, [m for _, m in masks], len(space))
-        )
 
     def unbatch(self, space: Any, values: RaggedArray, to: Unbatching) -> Iterator[tuple[int, Any]]:
         chosen = values.data[:, 0]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,11 +12,9 @@ import numpy.typing as npt
 from entityrl.env.actions.categorical import (
     Choices,
     ChoiceSpace,
-    VecCategoricalMask,
     validate_vec_choices,
 )
 from entityrl.env.actions.kind import GlobalKind, Unbatching
-from entityrl.env.rows import fill_rows
 from entityrl.ragged import RaggedArray
 
 
@@ -46,13 +44,9 @@ class GlobalCategoricalKind(Choices, GlobalKind):
     mask = GlobalCategoricalActionMask
     action = GlobalCategoricalAction
 
-    def batch_mask(self, space: Any, specs: Sequence[Any], index: Any) -> VecCategoricalMask:
-        actors = self.actors(specs, index)
-        masks = [(i, s.mask) for i, s in enumerate(specs) if s is not None and s.mask is not None]
+    def mask_rows(self, mask: Any) -> Any:
         # A global mask is one row of choices: wrap it so it stacks like actor rows.
-        return VecCategoricalMask(
-            actors, fill_rows(masks, actors.lengths, [[m] for _, m in masks], len(space))
-        )
+        return [mask]
 
     def unbatch(self, space: Any, values: RaggedArray, to: Unbatching) -> Iterator[tuple[int, Any]]:
         chosen = values.data[:, 0]
