@@ -8,17 +8,23 @@ actions, and training ends at the first evaluation that reaches the task's targe
 mean return 475; MiniGrid: success rate 0.95), else at the step budget. The evaluations count
 in the wall time. The final agents then play the same number of fresh episodes.
 
+Crafter has no target: both trainers train for the same step budget (``--steps``) without
+periodic evaluations, and the final agents' episodes give each achievement's success rate and
+the Crafter score (entityrl.interop.crafter.crafter_score). SB3 trains as the Crafter paper's
+PPO baseline did: its default hyperparameters and CNN policy on Crafter's 64 x 64 image.
+
 Per task, the table gives steps trained, wall time, return and success reached, per seed and
 as medians; ``--curves FILE`` keeps every evaluation (steps, seconds, return, success) as JSON,
 which benchmarks/plot_external.py draws.
 
 usage: python benchmarks/external.py --sb3-python /work/venvs/sb3/bin/python [--seeds 1 2 3]
-       [--tasks CartPole-v1 ...] [--curves FILE] [--write]
+       [--tasks CartPole-v1 ...] [--trainers entityrl] [--steps N] [--curves FILE] [--write]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import statistics
@@ -36,6 +42,7 @@ from _peer import machine
 from learning import EPISODES, run
 from results import replace_section
 
+from entityrl.interop.crafter import crafter_score
 from entityrl.training.agent import Evaluation
 from entityrl.training.callbacks import Callback
 from entityrl.training.config import config_path_for
@@ -53,10 +60,14 @@ class Task:
     sb3_steps: int
     """RL Baselines3 Zoo's step budget."""
     metric: str
-    """What the target is about: "return" or "success"."""
+    """What the target is about: "return" or "success"; "score" (Crafter): no target."""
     target: float
     interval: int
-    """Steps between evaluations."""
+    """Steps between evaluations (0: none)."""
+    fixed_budget: bool = False
+    """Both trainers train for ``sb3_steps`` (else entityrl for its config's budget)."""
+    episodes: int = EPISODES
+    """Episodes the final agents play."""
 
 
 TASKS = {
@@ -79,8 +90,11 @@ TASKS = {
             0.95,
             8192,
         ),
+        # 100 final episodes: Crafter's episodes are long (hundreds of steps).
+        Task("crafter:default", "Crafter", 100_000, "score", math.inf, 0, True, 100),
     )
 }
+TRAINERS = ("entityrl", "SB3 PPO")
 
 
 class Curve(Callback):
@@ -101,24 +115,35 @@ class Curve(Callback):
 
 def entityrl_run(task: Task, seed: int) -> dict[str, Any]:
     curve = Curve(task)
+    budget = [f"total_timesteps={task.sb3_steps}"] if task.fixed_budget else []
     overrides = [
+        *budget,
         f"seed={seed}",
         f"eval.interval={task.interval}",
         f"eval.episodes={EVAL_EPISODES}",
         f"eval.num_envs={EVAL_EPISODES}",  # one episode each, as SB3's evaluation
         "eval.stop_at_target=false",  # the Curve callback stops at the task's target
     ]
-    result = run(config_path_for(task.name), threads=1, overrides=overrides, callbacks=[curve])
-    return {**result, "curve": curve.points}
+    result = run(
+        config_path_for(task.name), 1, overrides, callbacks=[curve], episodes=task.episodes
+    )
+    prefix = "achievement/"
+    achievements = {
+        name.removeprefix(prefix): rate
+        for name, rate in result["metrics"].items()
+        if name.startswith(prefix)
+    }
+    return {**result, "achievements": achievements, "curve": curve.points}
 
 
 def sb3_run(python: str, task: Task, seed: int) -> dict[str, Any]:
     script = Path(__file__).parent / "sb3_ppo.py"
+    stop = ["--stop-metric", task.metric, "--stop-at", str(task.target)]
     out = subprocess.run(
         [python, str(script), "--env", task.gym_id, "--seed", str(seed),
-         "--steps", str(task.sb3_steps), "--episodes", str(EPISODES),
+         "--steps", str(task.sb3_steps), "--episodes", str(task.episodes),
          "--eval-interval", str(task.interval), "--eval-episodes", str(EVAL_EPISODES),
-         "--stop-metric", task.metric, "--stop-at", str(task.target)],
+         *(stop if math.isfinite(task.target) else [])],
         check=True, capture_output=True, text=True,
     )  # fmt: skip
     return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
@@ -128,11 +153,35 @@ def load_average() -> float:
     return float(Path("/proc/loadavg").read_text().split()[0])
 
 
+def achievement_table(runs: dict[str, list[dict[str, Any]]], seeds: list[int]) -> str:
+    """Per achievement, the success rate of each trainer's final episodes, per seed; last,
+    the Crafter score of those rates."""
+    columns = [
+        (trainer, seed, r)
+        for trainer, rs in runs.items()
+        for seed, r in zip(seeds, rs, strict=True)
+    ]
+    names = sorted({name for _, _, r in columns for name in r["achievements"]})
+    lines = [
+        "| achievement | " + " | ".join(f"{t} (seed {s})" for t, s, _ in columns) + " |",
+        "|---|" + "---:|" * len(columns),
+    ]
+    for name in names:
+        rates = " | ".join(f"{100 * r['achievements'].get(name, 0.0):.1f}%" for *_, r in columns)
+        lines.append(f"| {name} | {rates} |")
+    scores = " | ".join(f"**{crafter_score(r['achievements']):.2f}%**" for *_, r in columns)
+    lines.append(f"| Crafter score | {scores} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sb3-python", required=True, help="python of a venv with SB3")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
-    parser.add_argument("--tasks", nargs="+", choices=sorted(TASKS), default=sorted(TASKS))
+    targets = sorted(gym_id for gym_id, task in TASKS.items() if not task.fixed_budget)
+    parser.add_argument("--tasks", nargs="+", choices=sorted(TASKS), default=targets)
+    parser.add_argument("--trainers", nargs="+", choices=TRAINERS, default=TRAINERS)
+    parser.add_argument("--steps", type=int, help="both trainers' budget on Crafter")
     parser.add_argument("--curves", type=Path, help="write every evaluation here (JSON)")
     parser.add_argument("--write", action="store_true", help="update benchmarks/RESULTS.md")
     args = parser.parse_args()
@@ -146,9 +195,12 @@ def main() -> None:
         "|---|---|---:|---:|---:|---:|",
     ]
     curves: dict[str, dict[str, list[Any]]] = {}
+    extra: list[str] = []
     for gym_id in args.tasks:
         task = TASKS[gym_id]
-        results: dict[str, list[dict[str, Any]]] = {"entityrl": [], "SB3 PPO": []}
+        if task.fixed_budget and args.steps:
+            task = dataclasses.replace(task, sb3_steps=args.steps)
+        results: dict[str, list[dict[str, Any]]] = {trainer: [] for trainer in args.trainers}
         for seed in args.seeds:
             for trainer in results:
                 # One training at a time; the load average says what else the machine ran.
@@ -165,6 +217,12 @@ def main() -> None:
                     f"| {r['reached']:.3g} | {success} | {r['load']:.1f} |"
                 )
                 print(lines[-1], flush=True)
+        if task.metric == "score":
+            extra.append(
+                f"{gym_id}, {task.sb3_steps:,} steps each:\n\n"
+                + achievement_table(results, args.seeds)
+            )
+            print(extra[-1], flush=True)
         for trainer, runs in results.items():
 
             def median(key: str, runs: list[dict[str, Any]] = runs) -> float:
@@ -175,7 +233,7 @@ def main() -> None:
                 f"| {gym_id} | {trainer} | {median('steps'):,.0f} | {median('seconds'):.1f} "
                 f"| {median('reached'):.3g} | {success} |"
             )
-    summary = "\n".join(medians)
+    summary = "\n\n".join(["\n".join(medians), *extra])
     print(summary)
     if args.curves:
         args.curves.write_text(json.dumps(curves))
@@ -185,9 +243,11 @@ def main() -> None:
             "(benchmarks/external.py)",
             f"Command: `python benchmarks/external.py --sb3-python /work/venvs/sb3/bin/python "
             f"--seeds {' '.join(map(str, args.seeds))} --tasks {' '.join(args.tasks)} "
-            f"--write`\n\nMachine: {machine()}; one torch thread each, one training at a "
+            f"--trainers {' '.join(map(repr, args.trainers))} "
+            f"{f'--steps {args.steps} ' if args.steps else ''}--write`\n\nMachine: {machine()}; one torch thread each, one training at a "
             f"time (the load average is the machine's, other jobs included). Returns and "
-            f"success: {EPISODES} fresh episodes with sampled actions.\n\n{summary}\n\n"
+            f"success: {EPISODES} fresh episodes with sampled actions "
+            f"(Crafter: {TASKS['Crafter'].episodes}).\n\n{summary}\n\n"
             f"{chr(10).join(lines)}\n",
         )
 

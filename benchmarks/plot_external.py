@@ -53,7 +53,8 @@ def main() -> None:
     for path in args.curves:
         merged.update(json.loads(path.read_text()))
     for task, trainers in merged.items():
-        print(draw(task, trainers, args.out))
+        if any(points for runs in trainers.values() for points in runs):  # Crafter has none
+            print(draw(task, trainers, args.out))
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
 """Stable-Baselines3 PPO on a Gymnasium task, run in SB3's own virtual environment.
 
 Not part of entityrl (it imports no entityrl code): benchmarks/external.py starts it with the
-Python of a venv holding stable-baselines3 (and minigrid for the MiniGrid tasks) and reads the
-one JSON line it prints: the training wall time, the steps trained, the final agent's mean
-return and success rate over fresh episodes (sampled actions), and the learning curve.
+Python of a venv holding stable-baselines3 (and minigrid for the MiniGrid tasks, crafter for
+Crafter) and reads the one JSON line it prints: the training wall time, the steps trained, the
+final agent's mean return and success rate over fresh episodes (sampled actions), on Crafter
+the rate at which those episodes unlocked each achievement, and the learning curve.
 
 Like entityrl's periodic evaluation, every ``--eval-interval`` steps the agent plays
 ``--eval-episodes`` episodes with sampled actions; the curve records (steps, seconds, mean
@@ -23,6 +24,7 @@ from typing import Any
 
 import gymnasium
 import numpy as np
+import numpy.typing as npt
 import torch
 from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback
@@ -50,7 +52,42 @@ ZOO: dict[str, dict[str, Any]] = {
     },
     "MiniGrid-DoorKey-5x5-v0": MINIGRID,
     "MiniGrid-Empty-Random-5x5-v0": MINIGRID,
+    # The Crafter paper's PPO baseline: SB3's defaults and CNN policy on the 64 x 64 image, one
+    # environment (n_steps 2048, batch 64, 10 epochs, lr 3e-4).
+    "Crafter": {"n_envs": 1, "wrapper": None, "normalize": False, "policy": "CnnPolicy",
+                "kwargs": {}},
 }  # fmt: skip
+
+
+class CrafterImage(gymnasium.Env):  # type: ignore[type-arg]
+    """Crafter (Gym's old four-value step) as a Gymnasium environment: its 64 x 64 RGB image,
+    its 17 actions; the episode is terminated when the player dies, truncated at the time
+    limit. The info of an episode's last step holds its achievements (unlock counts)."""
+
+    observation_space = gymnasium.spaces.Box(0, 255, (64, 64, 3), np.uint8)
+    action_space = gymnasium.spaces.Discrete(17)
+
+    def __init__(self) -> None:
+        import crafter
+
+        self.make = crafter.Env
+        self.env = crafter.Env()
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[npt.NDArray[np.uint8], dict[str, Any]]:
+        super().reset(seed=seed)
+        if seed is not None:  # Crafter seeds its worlds at construction
+            self.env = self.make(seed=seed)
+        return self.env.reset(), {}
+
+    def step(self, action: int) -> tuple[npt.NDArray[np.uint8], float, bool, bool, dict[str, Any]]:
+        obs, reward, done, info = self.env.step(int(action))
+        died = info["discount"] == 0
+        return obs, float(reward), bool(done and died), bool(done and not died), info
+
+
+gymnasium.register("Crafter", entry_point=CrafterImage)
 
 
 def make_env(env_id: str, n: int, seed: int) -> VecEnv:
@@ -63,14 +100,23 @@ def make_env(env_id: str, n: int, seed: int) -> VecEnv:
     return make_vec_env(env_id, n_envs=n, seed=seed, wrapper_class=wrapper)
 
 
-def play(model: PPO, env: VecEnv, episodes: int) -> tuple[float, float]:
-    """Mean return and success rate (return > 0: MiniGrid rewards only reaching the goal)
-    of ``episodes`` episodes with sampled actions."""
+def play(model: PPO, env: VecEnv, episodes: int) -> tuple[float, float, dict[str, float]]:
+    """Mean return, success rate (return > 0: MiniGrid rewards only reaching the goal) and,
+    on Crafter, each achievement's unlock rate, of ``episodes`` episodes with sampled actions."""
+    unlocked: list[dict[str, int]] = []
+
+    def record(step: dict[str, Any], _: dict[str, Any]) -> None:
+        if step["done"] and "achievements" in step["info"]:
+            unlocked.append(step["info"]["achievements"])
+
     returns, _ = evaluate_policy(
-        model, env, n_eval_episodes=episodes, deterministic=False, return_episode_rewards=True
-    )
+        model, env, n_eval_episodes=episodes, deterministic=False, return_episode_rewards=True,
+        callback=record,
+    )  # fmt: skip
     returns = np.asarray(returns, dtype=np.float64)
-    return float(returns.mean()), float((returns > 0).mean())
+    names = unlocked[0] if unlocked else {}
+    rates = {name: float(np.mean([u[name] > 0 for u in unlocked])) for name in names}
+    return float(returns.mean()), float((returns > 0).mean()), rates
 
 
 class PeriodicEvaluation(BaseCallback):
@@ -98,7 +144,7 @@ class PeriodicEvaluation(BaseCallback):
         while self.next_eval <= self.num_timesteps:
             self.next_eval += self.interval
         sync_envs_normalization(self.training_env, self.eval_env)
-        mean_return, success = play(self.model, self.eval_env, self.episodes)
+        mean_return, success, _ = play(self.model, self.eval_env, self.episodes)
         self.curve.append((self.num_timesteps, time.time() - self.started, mean_return, success))
         reached = {"return": mean_return, "success": success}.get(self.metric or "")
         return reached is None or reached < self.target
@@ -123,7 +169,9 @@ def main() -> None:
     if spec["normalize"]:
         env = VecNormalize(env)
         eval_env = VecNormalize(eval_env, training=False, norm_reward=False)
-    model = PPO("MlpPolicy", env, seed=args.seed, device="cpu", **spec["kwargs"])
+    model = PPO(
+        spec.get("policy", "MlpPolicy"), env, seed=args.seed, device="cpu", **spec["kwargs"]
+    )
     callback = PeriodicEvaluation(
         eval_env, args.eval_interval, args.eval_episodes, args.stop_metric, args.stop_at, started
     )
@@ -133,7 +181,7 @@ def main() -> None:
     if spec["normalize"]:
         final_env = VecNormalize(final_env, training=False, norm_reward=False)
         sync_envs_normalization(env, final_env)
-    reached, success = play(model, final_env, args.episodes)
+    reached, success, achievements = play(model, final_env, args.episodes)
     print(
         json.dumps(
             {
@@ -141,6 +189,7 @@ def main() -> None:
                 "seconds": seconds,
                 "reached": reached,
                 "success": success,
+                "achievements": achievements,
                 "curve": callback.curve,
             }
         )
