@@ -217,6 +217,8 @@ def main() -> None:
                     f"| {r['reached']:.3g} | {success} | {r['load']:.1f} |"
                 )
                 print(lines[-1], flush=True)
+                if r.get("achievements"):  # kept in the log as they come: Crafter runs are long
+                    print(json.dumps(r["achievements"]), flush=True)
         if task.metric == "score":
             extra.append(
                 f"{gym_id}, {task.sb3_steps:,} steps each:\n\n"
