@@ -104,8 +104,11 @@ def _import_class(path: str) -> type[Environment] | type[BatchedEnvironment]:
         cls = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as err:
         raise KeyError(f"cannot import environment {path!r}: {err}") from None
-    if not (isinstance(cls, type) and issubclass(cls, (Environment, BatchedEnvironment))):
-        raise KeyError(f"{path!r} is not an Environment or BatchedEnvironment class")
+    kinds = (Environment, BatchedEnvironment, MultiPlayerEnvironment)
+    if not (isinstance(cls, type) and issubclass(cls, kinds)):
+        raise KeyError(
+            f"{path!r} is not an Environment, BatchedEnvironment or MultiPlayerEnvironment class"
+        )
     if inspect.isabstract(cls):
         missing = ", ".join(f"{name}()" for name in sorted(cls.__abstractmethods__))
         raise KeyError(f"{path!r} is an abstract class: it does not implement {missing}")
