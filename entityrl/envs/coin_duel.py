@@ -37,10 +37,11 @@ class CoinDuel(MultiPlayerEnvironment):
     at once take a coin each (of the coins held before). Then moves (off the grid is
     staying): players block each other, so when both enter the same cell, or swap cells, or
     one enters the cell of one that stays, the mover(s) stay where they were. A player ending
-    on a coin picks it up. Coins won (picked up or taken) give ``coin_reward`` each and lost
-    ones ``-coin_reward``, a zero-sum shaping. The game ends when the last coin is picked up
-    or after ``max_steps`` steps; then the player with more coins gets +1 and the other -1
-    (0 each for a draw).
+    on a coin picks it up. Each step's shaping reward is ``coin_reward`` times the change of
+    the player's lead in coins (a pickup: +-``coin_reward``; a zap that takes a coin: twice
+    that); over a game it sums to less than a win. The game ends when the last coin is
+    picked up or after ``max_steps`` steps; then the player with more coins gets +1 and the
+    other -1 (0 each for a draw).
     Every return is zero-sum; metrics ``coins`` and ``outcome`` (+1, 0, -1) at the end.
 
     Scripted baselines (``python benchmarks/multiplayer_baselines.py``: 2,000 games with
