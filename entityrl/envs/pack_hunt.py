@@ -44,7 +44,7 @@ class PackHunt(MultiPlayerEnvironment):
     Scripted baseline (``python benchmarks/multiplayer_baselines.py``, 2,000 games, seed 0,
     default arguments): :func:`~entityrl.envs.players.pack_hunt_baseline` (walk to the
     nearest prey in sight and wait next to it, never onto a hazard in sight; with no prey
-    in sight, walk to the centre) returns {BASE} per hunter; uniformly random hunters {RAND}.
+    in sight, walk to the centre) returns 1.23 (+- 0.02) per hunter; uniformly random hunters 0.16.
     Optimal return: ``num_prey`` (3.0 by default) per hunter, every prey captured.
     """
 
