@@ -18,6 +18,7 @@ from entityrl.env.multiplayer import MultiPlayerEnvironment
 from entityrl.env.multiplayer_vec import PlayerVecEnv
 from entityrl.envs.cherry_pick import CherryPick
 from entityrl.envs.cherry_pick_batched import CherryPickBatched
+from entityrl.envs.coin_duel import CoinDuel
 from entityrl.envs.corridor import Corridor
 from entityrl.envs.count import Count
 from entityrl.envs.floor_is_lava import FloorIsLava
@@ -27,16 +28,23 @@ from entityrl.envs.move_to_origin import ContinuousMoveToOrigin, MoveToOrigin
 from entityrl.envs.multi_armed_bandit import MultiArmedBandit
 from entityrl.envs.multi_snake import MultiSnake
 from entityrl.envs.not_hotdog import NotHotdog
+from entityrl.envs.pack_hunt import PackHunt
 from entityrl.envs.pick_matching_balls import PickMatchingBalls
 from entityrl.envs.recall import Recall
 from entityrl.envs.rock_paper_scissors import RockPaperScissors
+from entityrl.envs.rps_duel import RockPaperScissorsDuel
 from entityrl.envs.survival import DayAndNight, FourSeason, RiverNavigation, SurvivalWorld
 from entityrl.envs.treasure_hunt import TreasureHunt
 from entityrl.envs.xor import Xor
 
-REGISTRY: dict[str, type[Environment] | type[BatchedEnvironment]] = {
+EnvClass = type[Environment] | type[BatchedEnvironment] | type[MultiPlayerEnvironment]
+"""What the registry holds: a class of one of the three kinds of environment."""
+ENV_KINDS = (Environment, BatchedEnvironment, MultiPlayerEnvironment)
+
+REGISTRY: dict[str, EnvClass] = {
     "CherryPick": CherryPick,
     "CherryPickBatched": CherryPickBatched,
+    "CoinDuel": CoinDuel,
     "ContinuousMoveToOrigin": ContinuousMoveToOrigin,
     "Corridor": Corridor,
     "Count": Count,
@@ -49,10 +57,12 @@ REGISTRY: dict[str, type[Environment] | type[BatchedEnvironment]] = {
     "MultiArmedBandit": MultiArmedBandit,
     "MultiSnake": MultiSnake,
     "NotHotdog": NotHotdog,
+    "PackHunt": PackHunt,
     "PickMatchingBalls": PickMatchingBalls,
     "Recall": Recall,
     "RiverNavigation": RiverNavigation,
     "RockPaperScissors": RockPaperScissors,
+    "RockPaperScissorsDuel": RockPaperScissorsDuel,
     "Survival": SurvivalWorld,
     "TreasureHunt": TreasureHunt,
     "Xor": Xor,
@@ -76,14 +86,16 @@ def names() -> list[str]:
     return sorted(REGISTRY)
 
 
-def register(name: str, cls: type[Environment] | type[BatchedEnvironment]) -> None:
+def register(name: str, cls: EnvClass) -> None:
     """Make ``cls`` available by ``name`` (to ``make``, ``make_vec`` and the CLI)."""
-    if not (issubclass(cls, Environment) or issubclass(cls, BatchedEnvironment)):
-        raise TypeError(f"{cls!r} is neither an Environment nor a BatchedEnvironment")
+    if not (isinstance(cls, type) and issubclass(cls, ENV_KINDS)):
+        raise TypeError(
+            f"{cls!r} is not an Environment, BatchedEnvironment or MultiPlayerEnvironment"
+        )
     REGISTRY[name] = cls
 
 
-def lookup(name: str) -> type[Environment] | type[BatchedEnvironment]:
+def lookup(name: str) -> EnvClass:
     """The class registered under ``name``, or imported from a ``"module:Class"`` path; a clear
     error (with suggestions) if there is none."""
     if name in REGISTRY:
@@ -98,14 +110,13 @@ def lookup(name: str) -> type[Environment] | type[BatchedEnvironment]:
     raise KeyError(f"unknown environment {name!r}.{hint} Registered: {', '.join(names())}")
 
 
-def _import_class(path: str) -> type[Environment] | type[BatchedEnvironment]:
+def _import_class(path: str) -> EnvClass:
     module_name, _, attr = path.partition(":")
     try:
         cls = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as err:
         raise KeyError(f"cannot import environment {path!r}: {err}") from None
-    kinds = (Environment, BatchedEnvironment, MultiPlayerEnvironment)
-    if not (isinstance(cls, type) and issubclass(cls, kinds)):
+    if not (isinstance(cls, type) and issubclass(cls, ENV_KINDS)):
         raise KeyError(
             f"{path!r} is not an Environment, BatchedEnvironment or MultiPlayerEnvironment class"
         )
@@ -115,7 +126,7 @@ def _import_class(path: str) -> type[Environment] | type[BatchedEnvironment]:
     return cls
 
 
-def _adapter(library: str, env_id: str) -> type[Environment] | type[BatchedEnvironment]:
+def _adapter(library: str, env_id: str) -> EnvClass:
     try:
         module = importlib.import_module(ADAPTERS[library])
     except ImportError as err:
@@ -244,6 +255,7 @@ __all__ = [
     "REGISTRY",
     "CherryPick",
     "CherryPickBatched",
+    "CoinDuel",
     "Corridor",
     "Count",
     "FloorIsLava",
@@ -253,9 +265,11 @@ __all__ = [
     "MultiArmedBandit",
     "MultiSnake",
     "NotHotdog",
+    "PackHunt",
     "PickMatchingBalls",
     "Recall",
     "RockPaperScissors",
+    "RockPaperScissorsDuel",
     "TreasureHunt",
     "Xor",
     "check_kwargs",
