@@ -275,11 +275,16 @@ def main() -> None:
     parser.add_argument("--seeds", nargs="*", type=int, default=[1, 2, 3])
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     parser.add_argument("--steps", type=int, default=None, help="steps per run (default: config's)")
+    parser.add_argument("--runs", type=Path, help="keep the runs in this directory")
     parser.add_argument("--write", action="store_true", help="update benchmarks/RESULTS.md")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    with tempfile.TemporaryDirectory() as tmp:
-        body = COMMANDS[args.command](args.seeds, args.threads, tmp, args.steps)
+    if args.runs is not None:
+        args.runs.mkdir(parents=True, exist_ok=True)
+        body = COMMANDS[args.command](args.seeds, args.threads, str(args.runs), args.steps)
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            body = COMMANDS[args.command](args.seeds, args.threads, tmp, args.steps)
     seeds = " ".join(map(str, args.seeds))
     body = "\n".join(
         [

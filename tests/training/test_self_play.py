@@ -16,9 +16,10 @@ from entityrl.nn.rogue_net import RogueNet, RogueNetConfig
 from entityrl.training import Callback, Trainer, load_agent, load_config
 from entityrl.training.checkpoint import load_checkpoint
 from entityrl.training.config import ConfigError
+from entityrl.training.match import play_match
 from entityrl.training.matrix_games import choice_probabilities, exploitability
 from entityrl.training.player_sampler import PlayerSampler
-from entityrl.training.players import RandomPlayer, ScriptedPlayer, Seating
+from entityrl.training.players import RandomPlayer, ScriptedPlayer, Seating, import_function
 
 QUIET = ["log.tensorboard=false", "log.progress=false", "torch_threads=1"]
 SELFPLAY = [
@@ -141,3 +142,19 @@ def test_rock_paper_scissors_self_play_ends_near_the_equilibrium(
         assert strategy[1] > 0.5 and exploitability(strategy, PAYOFF) > 0.3
     else:
         assert exploitability(strategy, PAYOFF) <= 0.05
+
+
+@pytest.mark.parametrize(
+    ("game", "function"),
+    [
+        ("CoinDuel", "coin_duel_heuristic"),
+        ("CoinDuel", "coin_duel_hunter"),
+        ("PackHunt", "pack_hunt_baseline"),
+    ],
+)
+def test_scripted_players_make_legal_moves_in_batched_games(game: str, function: str) -> None:
+    # Every move passes the batch's mask checks (a stunned CoinDuel player may only stay).
+    env = make_vec(game, 8, seed=0)
+    scripted = ScriptedPlayer(import_function(f"entityrl.envs.players:{function}"), env)
+    result = play_match(scripted, RandomPlayer(env.action_space, seed=0), env, games=24)
+    assert result.games == 24
