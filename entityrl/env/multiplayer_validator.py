@@ -35,23 +35,30 @@ def check_player_names(players: Any, env_name: str) -> list[str]:
 
 
 def check_players(
-    answered: Any, expected: Collection[str], method: str, env_name: str
+    answered: Any,
+    required: Collection[str],
+    joining: Collection[str],
+    method: str,
+    env_name: str,
 ) -> Mapping[str, Observation]:
-    """``answered`` (what ``reset``/``act`` returned) has an observation for exactly the
-    players ``expected``."""
+    """``answered`` (what ``reset``/``act`` returned) has an observation for each of the
+    players ``required`` (those in play), possibly for some of ``joining`` (those yet to join
+    the game), and for no other; and for one player at least."""
     if not isinstance(answered, Mapping):
         raise EnvValidationError(
             f"{env_name}: {method}: expected a dict of player -> Observation, "
             f"got {type(answered).__name__}"
         )
-    if answered.keys() != set(expected):
-        missing = sorted(set(expected) - answered.keys())
-        extra = sorted(answered.keys() - set(expected), key=str)
+    missing = sorted(set(required) - answered.keys())
+    extra = sorted(answered.keys() - set(required) - set(joining), key=str)
+    if missing or extra or not answered:
         raise EnvValidationError(
             f"{env_name}: {method}: expected an observation for each player in play "
-            f"{sorted(expected)}"
+            f"{sorted(required)}"
+            + (f" and any joining of {sorted(joining)}" if joining else "")
             + (f"; missing {missing}" if missing else "")
-            + (f"; not in play {extra}" if extra else "")
+            + (f"; neither in play nor able to join {extra}" if extra else "")
+            + ("; got none" if not answered else "")
         )
     return answered
 
@@ -69,6 +76,7 @@ class ValidatingMultiPlayer(MultiPlayerEnvironment):
         validate_spaces(self._obs_space, self._action_space, self.name)
         self._groups = self._checked_groups(env.groups())
         self.in_play: set[str] = set()
+        self.joined: set[str] = set()  # this game's players so far (in play or left)
 
     def players(self) -> list[str]:
         return self._players
@@ -92,7 +100,8 @@ class ValidatingMultiPlayer(MultiPlayerEnvironment):
         self.env.close()
 
     def reset(self) -> dict[str, Observation]:
-        return self._checked(self.env.reset(), self._players, "reset()")
+        self.joined = set()
+        return self._checked(self.env.reset(), (), "reset()")
 
     def act(self, actions: PlayerActions) -> dict[str, Observation]:
         if not self.in_play:
@@ -111,9 +120,12 @@ class ValidatingMultiPlayer(MultiPlayerEnvironment):
                     f"{self.name}: act(): unknown player {player!r}; players: {self._players}"
                 )
             if player not in self.in_play:
+                state = "has left the game (its last observation was done)"
+                if player not in self.joined:
+                    state = "has not joined the game yet"
                 raise EnvValidationError(
-                    f"{self.name}: act(): actions for player {player!r}, which has left the "
-                    f"game (its last observation was done); in play: {sorted(self.in_play)}"
+                    f"{self.name}: act(): actions for player {player!r}, which {state}; in "
+                    f"play: {sorted(self.in_play)}"
                 )
         missing = sorted(self.in_play - actions.keys())
         if missing:
@@ -121,8 +133,7 @@ class ValidatingMultiPlayer(MultiPlayerEnvironment):
                 f"{self.name}: act(): no actions for players in play {missing} (give an "
                 "empty dict to a player that takes no action this step)"
             )
-        expected = sorted(self.in_play, key=self._players.index)
-        answered = self._checked(self.env.act(actions), expected, "act()")
+        answered = self._checked(self.env.act(actions), self.in_play, "act()")
         rewards = self.env.group_reward()
         for group, reward in rewards.items():
             if group not in self._groups.values():
@@ -141,17 +152,16 @@ class ValidatingMultiPlayer(MultiPlayerEnvironment):
         return self.env.group_reward()
 
     def _checked(
-        self, answered: Any, expected: Sequence[str], method: str
+        self, answered: Any, in_play: Collection[str], method: str
     ) -> dict[str, Observation]:
-        observations = check_players(answered, expected, method, self.name)
-        for player in expected:
+        joining = [p for p in self._players if p not in self.joined]
+        observations = check_players(answered, in_play, joining, method, self.name)
+        for player, obs in observations.items():
             validate_observation(
-                observations[player],
-                self._obs_space,
-                self._action_space,
-                f"{self.name} (player {player!r})",
+                obs, self._obs_space, self._action_space, f"{self.name} (player {player!r})"
             )
-        self.in_play = {p for p in expected if not observations[p].done}
+        self.joined |= observations.keys()
+        self.in_play = {p for p, obs in observations.items() if not obs.done}
         return dict(observations)
 
     def _checked_groups(self, groups: Any) -> dict[str, str]:

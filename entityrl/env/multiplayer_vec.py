@@ -8,7 +8,8 @@ single-player rules of :class:`~entityrl.env.vec_env.VecEnv`:
   play; its ``done`` is True on the step its player leaves (an end for its returns: nothing is
   bootstrapped across it), even though the game goes on;
 - a player that has left keeps its row until the game ends: the row is not ``active``, has no
-  actors (its masks are empty) and gets no reward;
+  actors (its masks are empty) and gets no reward; so has a player that has not joined yet
+  (its row is empty until then; its first observation carries no reward);
 - when every player has left, the game resets: ``game_over`` marks its rows, and each of
   them reports its player's ``episode_return`` and ``episode_length`` (and the player's own
   metrics) in :attr:`VecObs.metrics`, one value per ``game_over`` row in row order;
@@ -98,6 +99,11 @@ class PlayerVecEnv(VecEnv):
         rows = self.num_envs
         self._observations: list[Observation] = []
         self._in_play = np.zeros(rows, dtype=np.bool_)
+        self._joined = np.zeros(rows, dtype=np.bool_)  # the player has been in its game
+        # The row of a player that has not joined its game yet: nothing in it, no actions.
+        self._absent = Observation(
+            global_features=np.zeros(len(self.obs_space.global_features), np.float32)
+        )
         self._returns = np.zeros(rows, dtype=np.float64)
         self._lengths = np.zeros(rows, dtype=np.int64)
         self._metrics: list[dict[str, float]] = [{} for _ in range(rows)]
@@ -124,11 +130,10 @@ class PlayerVecEnv(VecEnv):
     # ------------------------------------------------------------------ stepping
     def reset(self) -> VecObs:
         observations: list[Observation] = []
-        for game in self.games:
-            observations.extend(self._reset_game(game))
+        for g, game in enumerate(self.games):
+            observations.extend(self._reset_game(g, game))
         self._returns[:] = 0
         self._lengths[:] = 0
-        self._in_play[:] = [not obs.done for obs in observations]
         self._metrics = [dict(obs.metrics) for obs in observations]
         self._observations = observations
         rows = self.num_envs
@@ -140,10 +145,16 @@ class PlayerVecEnv(VecEnv):
         )
         return self._last
 
-    def _reset_game(self, game: MultiPlayerEnvironment) -> list[Observation]:
-        first = check_players(game.reset(), self.players, "reset()", self.name)
-        observations = [first[p] for p in self.players]
-        self.checks.observations(observations)
+    def _reset_game(self, g: int, game: MultiPlayerEnvironment) -> list[Observation]:
+        """Start game ``g`` again: its rows' first observations (players that join later:
+        empty rows)."""
+        first = check_players(game.reset(), (), self.players, "reset()", self.name)
+        observations = [first.get(p, self._absent) for p in self.players]
+        self.checks.observations(list(first.values()))
+        span = self.rows_of(g)
+        for p, obs in enumerate(observations):
+            self._joined[span.start + p] = self.players[p] in first
+            self._in_play[span.start + p] = self.players[p] in first and not obs.done
         return observations
 
     def act(self, actions: Mapping[str, RaggedArray]) -> VecObs:
@@ -162,13 +173,19 @@ class PlayerVecEnv(VecEnv):
         observations = list(self._observations)
         finals: list[tuple[int, Observation]] = []  # rows cut off by a time limit
         players = len(self.players)
+        joined: list[int] = []  # rows whose player joined its game on this step
         for g, game in enumerate(self.games):
             base = g * players
             seats = [p for p in range(players) if self._in_play[base + p]]
             joint = {self.players[p]: per_row[base + p] for p in seats}
+            waiting = [self.players[p] for p in range(players) if not self._joined[base + p]]
             answered = check_players(
-                game.act(joint), [self.players[p] for p in seats], "act()", self.name
+                game.act(joint), [self.players[p] for p in seats], waiting, "act()", self.name
             )
+            for player in answered.keys() & set(waiting):  # a first observation: no reward
+                row = base + self.players.index(player)
+                observations[row] = answered[player]
+                joined.append(row)
             shared = self._group_rewards(game)
             group_reward[base : base + players] = shared
             for p in seats:
@@ -182,11 +199,13 @@ class PlayerVecEnv(VecEnv):
                         finals.append((row, obs))
                 if obs.metrics:
                     self._metrics[row].update(obs.metrics)
-        stepped = np.flatnonzero(self._in_play)
-        self.checks.observations([observations[r] for r in stepped], stepped.tolist())
+        stepped = [*np.flatnonzero(self._in_play).tolist(), *joined]
+        self.checks.observations([observations[r] for r in stepped], stepped)
         self._returns += reward
         self._lengths += self._in_play
         self._in_play &= ~done
+        self._joined[joined] = True
+        self._in_play[joined] = [not observations[r].done for r in joined]
         metrics: dict[str, list[float]] = {}
         for g, game in enumerate(self.games):
             span = self.rows_of(g)
@@ -197,9 +216,8 @@ class PlayerVecEnv(VecEnv):
                 continue
             game_over[span.start : span.stop] = True
             self._report(span, metrics)
-            observations[span.start : span.stop] = self._reset_game(game)
+            observations[span.start : span.stop] = self._reset_game(g, game)
             for row in span:
-                self._in_play[row] = not observations[row].done
                 self._metrics[row] = dict(observations[row].metrics)
         self._observations = observations
         batch = self._batch(observations, reward, done, group_reward)
@@ -256,6 +274,7 @@ class PlayerVecEnv(VecEnv):
                 self.games,
                 self._observations,
                 self._in_play,
+                self._joined,
                 self._returns,
                 self._lengths,
                 self._metrics,
@@ -268,6 +287,7 @@ class PlayerVecEnv(VecEnv):
             self.games,
             self._observations,
             self._in_play,
+            self._joined,
             self._returns,
             self._lengths,
             self._metrics,

@@ -114,3 +114,41 @@ class Bigger(MultiPlayerEnvironment):
 def pick_zero(obs: Observation) -> dict[str, CategoricalAction]:
     """A scripted player that always picks 0."""
     return {"pick": CategoricalAction(actors=[("Self", 0)], indices=np.array([0]))}
+
+
+class Reinforcements(MultiPlayerEnvironment):
+    """Player ``a`` starts alone; ``b`` joins after the first step (with a reward of 5 that
+    must not count: it was not in play). Each step every player in play earns 1; ``b``
+    leaves after 2 steps in play, ``a`` after 3."""
+
+    def __init__(self) -> None:
+        self.t = 0
+
+    def players(self) -> list[str]:
+        return ["a", "b"]
+
+    def obs_space(self) -> ObsSpace:
+        return ObsSpace(entities={"Self": Entity(["step"])}, global_features=["t"])
+
+    def action_space(self) -> dict[str, CategoricalActionSpace]:
+        return {"choice": CategoricalActionSpace(["wait"])}
+
+    def reset(self) -> dict[str, Observation]:
+        self.t = 0
+        return {"a": self._observe(0.0, False)}
+
+    def act(self, actions: PlayerActions) -> dict[str, Observation]:
+        self.t += 1
+        out = {p: self._observe(1.0, self.t == {"a": 3, "b": 3}[p]) for p in actions}
+        if self.t == 1:
+            out["b"] = self._observe(5.0, False)
+        return out
+
+    def _observe(self, reward: float, done: bool) -> Observation:
+        return Observation(
+            features={"Self": np.array([[self.t]], np.float32)},
+            actions={"choice": CategoricalActionMask(actor_types=["Self"])},
+            global_features=[float(self.t)],
+            reward=reward,
+            done=done,
+        )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from player_envs import Dropout
+from player_envs import Dropout, Reinforcements
 
 from entityrl.env import CategoricalAction, EnvValidationError, Observation
 from entityrl.env.multiplayer_validator import ValidatingMultiPlayer
@@ -158,3 +158,47 @@ class BadPlayers(Dropout):
 def test_repeated_player_names_are_refused() -> None:
     with pytest.raises(EnvValidationError, match="names repeat"):
         PlayerVecEnv(BadPlayers, num_games=1)
+
+
+def test_a_player_joins_mid_game_with_an_empty_row_until_then() -> None:
+    env = PlayerVecEnv(Reinforcements, num_games=1)
+    obs = env.reset()
+    np.testing.assert_array_equal(obs.active, [True, False])
+    assert obs.action_masks["choice"].actors.lengths.tolist() == [1, 0]
+    assert obs.features["Self"].lengths.tolist() == [1, 0]
+    obs = act(env, {0: 0})
+    # b joined: in play from now on; its first observation's reward does not count.
+    np.testing.assert_array_equal(obs.active, [True, True])
+    np.testing.assert_allclose(obs.reward, [1.0, 0.0])
+    obs = act(env, {0: 0, 1: 0})
+    obs = act(env, {0: 0, 1: 0})
+    np.testing.assert_array_equal(obs.game_over, [True, True])
+    np.testing.assert_allclose(obs.metrics["episode_return"], [3.0, 2.0])
+    np.testing.assert_allclose(obs.metrics["episode_length"], [3, 2])
+    np.testing.assert_array_equal(obs.active, [True, False])  # the next game, b to join
+
+
+def test_validator_refuses_actions_for_a_player_yet_to_join() -> None:
+    game = ValidatingMultiPlayer(Reinforcements())
+    game.reset()
+    wait = CategoricalAction(actors=[("Self", 0)], indices=np.array([0]))
+    with pytest.raises(EnvValidationError, match="player 'b', which has not joined the game yet"):
+        game.act({"a": {"choice": wait}, "b": {"choice": wait}})
+    game.act({"a": {"choice": wait}})
+    assert game.in_play == {"a", "b"}
+
+
+class Returns(Dropout):
+    def act(self, actions):  # type: ignore[no-untyped-def]
+        out = super().act(actions)
+        if "a" not in actions:
+            out["a"] = self._observe("a", 0.0, False)  # a left earlier: may not come back
+        return out
+
+
+def test_a_player_that_left_cannot_come_back() -> None:
+    env = PlayerVecEnv(Returns, num_games=1)
+    env.reset()
+    act(env, {0: LEAVE, 1: STAY, 2: STAY})
+    with pytest.raises(EnvValidationError, match=r"neither in play nor able to join \['a'\]"):
+        act(env, {1: STAY, 2: STAY})
