@@ -20,7 +20,8 @@ from entityrl.env import (
     RandomPolicy,
 )
 from entityrl.env.multiplayer import MultiPlayerEnvironment
-from entityrl.envs.coin_duel import ACTIONS, MOVES
+from entityrl.envs.coin_duel import ACTIONS
+from entityrl.envs.grid import MOVES_OR_STAY
 
 Row = Sequence[float]
 ScriptedPlayer = Callable[[Observation], dict[str, Action]]
@@ -113,7 +114,7 @@ def coin_duel_hunter(obs: Observation) -> dict[str, Action]:
     ahead = opponent if goal is None else next_cell(opponent, goal)
     # Not into the cell the opponent enters (both would bounce); next to it, else nearest.
     options = {}
-    for name, (dx, dy) in MOVES.items():
+    for name, (dx, dy) in MOVES_OR_STAY.items():
         cell = (me[0] + dx, me[1] + dy)
         if cell != tuple(ahead):
             options[name] = (distance(cell, ahead) != 1, distance(cell, ahead))
@@ -127,7 +128,7 @@ def can_zap(obs: Observation) -> bool:
 
 def next_cell(cell: Row, goal: Row) -> tuple[float, float]:
     """The cell after ``cell`` on the x-then-y walk to ``goal``."""
-    dx, dy = MOVES[step_towards(cell, goal)]
+    dx, dy = MOVES_OR_STAY[step_towards(cell, goal)]
     return (cell[0] + dx, cell[1] + dy)
 
 
@@ -152,7 +153,7 @@ def pack_hunt_baseline(obs: Observation) -> dict[str, Action]:
     else:
         goal = target
     safe = {}
-    for name, (dx, dy) in MOVES.items():
+    for name, (dx, dy) in MOVES_OR_STAY.items():
         cell = (me[0] + dx, me[1] + dy)
         if cell not in hazards:
             safe[name] = distance(cell, goal) - (name == "stay") * 0.5

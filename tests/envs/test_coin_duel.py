@@ -172,5 +172,5 @@ def test_bad_arguments_are_refused(kwargs: dict[str, Any], message: str) -> None
 def test_an_action_that_is_not_a_move_is_refused() -> None:
     env = CoinDuel()
     env.reset()
-    with pytest.raises(ValueError, match="player '0' must move"):
+    with pytest.raises(ValueError, match=r"CoinDuel\.act: player '0' must choose 'move'"):
         env.act({"0": {}, "1": move("stay")})

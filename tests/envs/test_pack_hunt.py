@@ -155,3 +155,10 @@ def test_bad_arguments_are_refused(kwargs: dict[str, Any], message: str) -> None
     with pytest.raises(ValueError, match="PackHunt: ") as error:
         PackHunt(**kwargs)
     assert message in str(error.value)
+
+
+def test_an_action_that_is_not_a_move_is_refused() -> None:
+    env = PackHunt()
+    env.reset()
+    with pytest.raises(ValueError, match=r"PackHunt\.act: player '2' must choose 'move'"):
+        env.act({"0": move("stay"), "1": move("stay"), "2": {}})
