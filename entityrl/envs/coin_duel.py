@@ -1,4 +1,4 @@
-"""CoinDuel: two players race to pick up coins on a small grid; more coins wins."""
+"""CoinDuel: two players race for coins on a small grid, and may zap each other to take one."""
 
 from __future__ import annotations
 

@@ -131,10 +131,10 @@ class PackHunt(MultiPlayerEnvironment):
 
     def act(self, actions: PlayerActions) -> dict[str, Observation]:
         check_in_play("PackHunt", actions, self.hunters)
+        moves = {p: global_choice("PackHunt", p, chosen, "move") for p, chosen in actions.items()}
         blocked = set(self.prey)
-        for player, chosen in actions.items():
+        for player, move in moves.items():
             cell = self.hunters[player]
-            move = global_choice("PackHunt", player, chosen, "move")
             to = step_within(cell, move, self.size, self.size)
             self.hunters[player] = cell if to in blocked else to
         self.steps += 1

@@ -61,7 +61,8 @@ class RandomPlayer:
 
 
 def move(name: str) -> dict[str, Action]:
-    """The global ``move`` action of the grid games."""
+    """The global ``move`` action of the grid games (their choices are
+    :data:`~entityrl.envs.grid.MOVES_OR_STAY`, and CoinDuel's ``zap`` after them)."""
     return {"move": GlobalCategoricalAction(ACTIONS.index(name), name)}
 
 
@@ -89,11 +90,12 @@ def coin_duel_heuristic(obs: Observation) -> dict[str, Action]:
     """Walk to the nearest coin (the first listed among equally near ones), along x first,
     then along y; stay when no coin is left.
 
-    A fair opponent for people and a strong one for a random player, with two weaknesses a
-    learner can exploit: it ignores the opponent, so it races for coins the opponent reaches
-    first (wasting the steps), and it never walks around a player in its way, so an opponent
-    standing on its path (it is fully predictable) stalls it until the game ends: an opponent
-    one coin ahead can win by blocking it (see :func:`coin_duel_blocker`).
+    Strong against a random player, with weaknesses a learner can exploit: it never zaps
+    and never keeps away from the opponent, so a player that chases it down (its next step
+    is predictable) zaps it again and again, taking a coin each time (see
+    :func:`coin_duel_hunter`); it ignores the opponent when choosing a coin, racing for
+    coins the opponent reaches first; and it never walks around a player in its way, so an
+    opponent standing on its path stalls it.
     """
     me = obs.features["Self"][0]
     target = nearest(me, obs.features["Coin"])
@@ -138,8 +140,8 @@ def pack_hunt_baseline(obs: Observation) -> dict[str, Action]:
     prey in sight, walk to the centre of the grid (where the others go too). Never steps on
     a hazard in sight (so never on any: those next to it are in sight).
 
-    Its weakness: hunters that found different prey each wait at their own, and none comes
-    to help; hunters far apart never meet.
+    Its weakness: hunters that found different prey each wait at their own for a partner
+    that never comes; and it ignores what its allies do.
     """
     me = obs.features["Self"][0]
     prey = in_sight(obs, "Prey")
@@ -156,6 +158,7 @@ def pack_hunt_baseline(obs: Observation) -> dict[str, Action]:
     for name, (dx, dy) in MOVES_OR_STAY.items():
         cell = (me[0] + dx, me[1] + dy)
         if cell not in hazards:
+            # Rather stay than take a safe step that gets no closer.
             safe[name] = distance(cell, goal) - (name == "stay") * 0.5
     return move(min(safe, key=safe.__getitem__))
 
@@ -167,4 +170,11 @@ def in_sight(obs: Observation, entity_type: str) -> list[Row]:
     return list(rows) if shown is None else [r for r, v in zip(rows, shown, strict=True) if v]
 
 
-__all__ = ["RandomPlayer", "ScriptedPlayer", "coin_duel_heuristic", "coin_duel_hunter", "play_game"]
+__all__ = [
+    "RandomPlayer",
+    "ScriptedPlayer",
+    "coin_duel_heuristic",
+    "coin_duel_hunter",
+    "pack_hunt_baseline",
+    "play_game",
+]
