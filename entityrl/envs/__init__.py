@@ -15,6 +15,7 @@ from typing import Any
 
 from entityrl.env import BatchedEnvironment, Environment, ProcessVecEnv, SerialVecEnv, VecEnv
 from entityrl.env.multiplayer import MultiPlayerEnvironment
+from entityrl.env.multiplayer_vec import PlayerVecEnv
 from entityrl.envs.cherry_pick import CherryPick
 from entityrl.envs.cherry_pick_batched import CherryPickBatched
 from entityrl.envs.coin_duel import CoinDuel
@@ -188,12 +189,65 @@ def make_vec(
         env.validate = validate
         return env if wrap is None else wrap(env)
     factory = functools.partial(cls, **_constructor_kwargs(name, kwargs))
+    return vectorize(factory, num_envs, seed, processes=processes, validate=validate, wrap=wrap)
+
+
+def vectorize(
+    factory: Callable[[], Environment | MultiPlayerEnvironment],
+    num_envs: int,
+    seed: int | None = None,
+    *,
+    processes: int = 0,
+    validate: bool = False,
+    wrap: Callable[[VecEnv], VecEnv] | None = None,
+) -> VecEnv:
+    """``num_envs`` environments from ``factory`` (a class or a zero-argument callable), as
+    :func:`make_vec` builds them: for a multi-player game, ``num_envs`` games with one row per
+    (game, player)."""
+    if _builds_games(factory):
+        return _player_vec(factory, num_envs, seed, processes, validate, wrap)  # type: ignore[arg-type]
     if processes > 1:
         return ProcessVecEnv(
-            factory, num_envs, seed, num_workers=processes, validate=validate, wrap=wrap
+            factory,  # type: ignore[arg-type]
+            num_envs,
+            seed,
+            num_workers=processes,
+            validate=validate,
+            wrap=wrap,
         )
-    serial = SerialVecEnv(factory, num_envs, seed, validate=validate)
+    serial = SerialVecEnv(factory, num_envs, seed, validate=validate)  # type: ignore[arg-type]
     return serial if wrap is None else wrap(serial)
+
+
+def _builds_games(factory: Callable[[], Any]) -> bool:
+    """Whether ``factory`` builds multi-player games (a factory that is neither a class nor a
+    partial of one is asked by building one)."""
+    target = factory.func if isinstance(factory, functools.partial) else factory
+    if isinstance(target, type):
+        return issubclass(target, MultiPlayerEnvironment)
+    probe = factory()
+    probe.close()
+    return isinstance(probe, MultiPlayerEnvironment)
+
+
+def _player_vec(
+    factory: Callable[[], MultiPlayerEnvironment],
+    num_games: int,
+    seed: int | None,
+    processes: int,
+    validate: bool,
+    wrap: Callable[[VecEnv], VecEnv] | None,
+) -> VecEnv:
+    """``num_games`` games of a multi-player environment, one row per (game, player)."""
+    name = getattr(factory, "__name__", type(factory).__name__)
+    if processes > 1:
+        raise ValueError(
+            f"{name} is a multi-player game: its games step in this process "
+            f"(got processes={processes}; use processes=0)"
+        )
+    if wrap is not None:
+        raise ValueError(f"{name} is a multi-player game: observation stacking is not supported")
+    return PlayerVecEnv(factory, num_games, seed, validate=validate)
 
 
 __all__ = [

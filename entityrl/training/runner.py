@@ -30,9 +30,8 @@ import torch
 from entityrl.algo.optimizer import adam
 from entityrl.algo.reduce import Reducer
 from entityrl.env.environment import Environment
-from entityrl.env.process_vec_env import ProcessVecEnv
 from entityrl.env.stacking import stacking
-from entityrl.env.vec_env import EnvFactory, SerialVecEnv, VecEnv
+from entityrl.env.vec_env import EnvFactory, VecEnv
 from entityrl.nn.device import resolve_device
 from entityrl.nn.rogue_net import RogueNet
 from entityrl.training import checkpoint as ckpt
@@ -75,7 +74,7 @@ def make_env(
 
     Environment ``i`` is seeded with ``config.seed + seed_offset + i``.
     """
-    from entityrl.envs import make_vec
+    from entityrl.envs import make_vec, vectorize
 
     n = num_envs or config.rollout.num_envs
     seed = config.seed + seed_offset
@@ -90,18 +89,14 @@ def make_env(
             wrap=wrap,
             **config.env.kwargs,
         )
-    factory: EnvFactory = env  # a class or a zero-argument callable
-    if config.rollout.processes > 1:
-        return ProcessVecEnv(
-            factory,
-            n,
-            seed,
-            num_workers=config.rollout.processes,
-            validate=config.env.validate,
-            wrap=wrap,
-        )
-    serial = SerialVecEnv(factory, n, seed, validate=config.env.validate)
-    return serial if wrap is None else wrap(serial)
+    return vectorize(  # a class or a zero-argument callable
+        env,
+        n,
+        seed,
+        processes=config.rollout.processes,
+        validate=config.env.validate,
+        wrap=wrap,
+    )
 
 
 def default_run_dir(config: TrainConfig) -> Path:
