@@ -1,6 +1,8 @@
 """Scripted players of the multi-player environments: functions from one player's
 :class:`Observation` to its actions, ``(obs) -> {action name: Action}``, and a uniformly
-random player that is called the same way.
+random player called the same way (:func:`uniform_random`). The trainer's
+:class:`~entityrl.training.players.ScriptedFunction` plays any of them in a batch of games, and
+``entityrl eval --opponent entityrl.envs.players:coin_duel_heuristic`` against an agent.
 
 Each scripted player reads only what its environment shows the policy (entities marked
 ``visible=False`` are skipped), so it plays under the same information as a learner.
@@ -24,11 +26,13 @@ from entityrl.envs.coin_duel import ACTIONS
 from entityrl.envs.grid import MOVES_OR_STAY
 
 Row = Sequence[float]
-ScriptedPlayer = Callable[[Observation], dict[str, Action]]
-"""One player's actions from its observation."""
+ScriptedFunction = Callable[[Observation], dict[str, Action]]
+"""A scripted player: one player's observation in, its actions (by action name) out."""
 
 
-def play_game(env: MultiPlayerEnvironment, seats: Mapping[str, ScriptedPlayer]) -> dict[str, float]:
+def play_game(
+    env: MultiPlayerEnvironment, seats: Mapping[str, ScriptedFunction]
+) -> dict[str, float]:
     """Play one game of ``env``, each player acting by its scripted player in ``seats``;
     each player's return: its own rewards plus its group's rewards (those paid after it left
     included)."""
@@ -45,19 +49,19 @@ def play_game(env: MultiPlayerEnvironment, seats: Mapping[str, ScriptedPlayer]) 
     return returns
 
 
-class RandomPlayer:
-    """Uniformly random legal actions for one observation at a time (what
+def uniform_random(
+    obs_space: ObsSpace, action_space: Mapping[str, ActionSpace], seed: int | None = None
+) -> ScriptedFunction:
+    """A player taking uniformly random legal actions, one observation at a time (what
     :class:`~entityrl.env.RandomPolicy` does for a batch)."""
+    batcher = Batcher(obs_space, action_space)
+    policy = RandomPolicy(action_space, seed=seed)
 
-    def __init__(
-        self, obs_space: ObsSpace, action_space: Mapping[str, ActionSpace], seed: int | None = None
-    ) -> None:
-        self.batcher = Batcher(obs_space, action_space)
-        self.policy = RandomPolicy(action_space, seed=seed)
-
-    def __call__(self, obs: Observation) -> dict[str, Action]:
-        (actions,) = self.batcher.unbatch(self.policy.act(self.batcher.batch([obs])), [obs])
+    def play(obs: Observation) -> dict[str, Action]:
+        (actions,) = batcher.unbatch(policy.act(batcher.batch([obs])), [obs])
         return actions
+
+    return play
 
 
 def move(name: str) -> dict[str, Action]:
@@ -171,10 +175,10 @@ def in_sight(obs: Observation, entity_type: str) -> list[Row]:
 
 
 __all__ = [
-    "RandomPlayer",
-    "ScriptedPlayer",
+    "ScriptedFunction",
     "coin_duel_heuristic",
     "coin_duel_hunter",
     "pack_hunt_baseline",
     "play_game",
+    "uniform_random",
 ]
