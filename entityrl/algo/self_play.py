@@ -37,6 +37,9 @@ class SelfPlayConfig:
     game is learned from both sides). Name one side to learn an asymmetric role."""
     elo_k: float = 16.0
     """Elo's K factor: how far one game moves the ratings."""
+    opponent: str = ""
+    """Instead of snapshots, always play this opponent: ``random``, a scripted player
+    ``module:function``, or a trained agent's run directory (its rating stays at the start's)."""
 
     def __post_init__(self) -> None:
         for name in ("snapshot_every", "window", "swap_every"):
@@ -67,6 +70,11 @@ class OpponentPool:
             del self.snapshots[:excess]
             del self.ratings[:excess]
             self.current = max(self.current - excess, 0)
+
+    def fixed(self) -> None:
+        """One opponent that never changes (rated as the learner starts)."""
+        self.ratings = [INITIAL_ELO]
+        self.current = 0
 
     def choose(self, rng: np.random.Generator) -> int:
         """Pick the next opponent (the latest with probability play_latest)."""

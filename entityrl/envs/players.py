@@ -103,7 +103,8 @@ def coin_duel_heuristic(obs: Observation) -> dict[str, Action]:
     """
     me = obs.features["Self"][0]
     target = nearest(me, obs.features["Coin"])
-    return move("stay" if target is None else step_towards(me, target))
+    # A stunned player may only stay (its mask says so).
+    return move("stay" if target is None or me[3] else step_towards(me, target))
 
 
 def coin_duel_hunter(obs: Observation) -> dict[str, Action]:

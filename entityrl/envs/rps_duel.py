@@ -80,3 +80,9 @@ class RockPaperScissorsDuel(MultiPlayerEnvironment):
         if not self.throws:
             return "waiting for both throws"
         return " vs ".join(f"{p}: {THROWS[self.throws[p]]}" for p in PLAYERS)
+
+
+def always_rock(obs: Observation) -> dict[str, CategoricalAction]:
+    """A scripted player that always throws rock: the most exploitable strategy (a best
+    response, paper, wins every game)."""
+    return {"throw": CategoricalAction(actors=[("Player", 0)], indices=np.array([0]))}

@@ -5,6 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
+import torch
+
+from entityrl.env.vec_obs import VecObs
+from entityrl.nn.rogue_net import RogueNet
+from entityrl.ragged import RaggedArray
 
 TOLERANCE = 1e-9
 
@@ -41,3 +46,16 @@ def exploitability(strategy: npt.ArrayLike, payoff: npt.ArrayLike) -> float:
         )
     # Each pure reply's expected payoff against the strategy; a best response picks the most.
     return float((matrix @ probabilities).max())
+
+
+def choice_probabilities(net: RogueNet, obs: VecObs, action: str) -> npt.NDArray[np.float64]:
+    """The probability of each choice of the categorical ``action`` under ``net``, for the
+    single actor of the one-row observation ``obs`` (a matrix game's strategy)."""
+    choices = len(net.action_space[action])  # type: ignore[arg-type]
+    rows = obs.take(np.zeros(choices, dtype=np.int64))
+    each = RaggedArray(
+        np.arange(choices, dtype=np.int64).reshape(-1, 1), np.ones(choices, np.int64)
+    )
+    with torch.no_grad():
+        out = net.evaluate(rows, {action: each})
+    return out.heads[action].logprob.exp().double().cpu().numpy()

@@ -63,10 +63,12 @@ class PlayerSampler(Sampler):
         opponents = [
             (player, rows, player.initial_state(rows)) for player, rows in seating.opponent_rows()
         ]
+        # With the learner in every seat (independent learners, MA-POCA) the batch is its own.
+        everywhere = not opponents
         obs = self.obs
         steps: list[_Step] = []
         for _ in range(self.steps):
-            mine = obs.take(learner)
+            mine = obs if everywhere else obs.take(learner)
             out = self.net.act(mine, generator=self.generator)
             actions = out.actions(mine)
             parts = [(learner, actions)]
@@ -84,14 +86,16 @@ class PlayerSampler(Sampler):
                 out.values.numpy(),
                 active=_active(obs, learner),
             )
-            obs = self.env.act(merge_actions(parts, self.env.num_envs))
+            obs = self.env.act(actions if everywhere else merge_actions(parts, self.env.num_envs))
             transition.reward, transition.done = obs.reward[learner], obs.done[learner]
             transition.group_reward = obs.group_reward[learner]  # type: ignore[index]
             transition.game_over = obs.game_over[learner]  # type: ignore[index]
-            transition.bootstrap = _truncation_values(self.net, _learner_view(obs, learner), None)
+            transition.bootstrap = _truncation_values(
+                self.net, obs if everywhere else _learner_view(obs, learner), None
+            )
             steps.append((transition, self._learner_metrics(obs, learner)))
         self.obs = obs
-        return self._rollout([steps], obs.take(learner), None)
+        return self._rollout([steps], obs if everywhere else obs.take(learner), None)
 
     def _learner_metrics(
         self, obs: VecObs, learner: npt.NDArray[np.int64]

@@ -17,11 +17,14 @@ import torch
 
 from entityrl.algo.self_play import OpponentPool
 from entityrl.env.multiplayer_vec import PlayerVecEnv
+from entityrl.training.agent import AgentError
 from entityrl.training.algorithms.base import Context, Iteration
 from entityrl.training.algorithms.ppo import PPO
+from entityrl.training.checkpoint import CheckpointError
 from entityrl.training.config import ConfigError, TrainConfig
+from entityrl.training.match import load_opponent
 from entityrl.training.player_sampler import PlayerSampler
-from entityrl.training.players import NetworkPlayer, Seating, random_seats
+from entityrl.training.players import NetworkPlayer, Player, Seating, random_seats
 from entityrl.training.sampler import Sampler
 
 
@@ -57,6 +60,13 @@ class SelfPlay(PPO):
         self.learner_players = [env.players.index(p) for p in names]
         self.pool = OpponentPool(config)
         self.opponent = NetworkPlayer(copy.deepcopy(ctx.net), torch.Generator(ctx.net.device))
+        self.fixed: Player | None = None
+        if config.opponent:
+            try:
+                self.fixed = load_opponent(config.opponent, env, ctx.config.seed)
+            except (ValueError, CheckpointError, AgentError) as err:
+                raise ConfigError(f"selfplay.opponent: {err}") from None
+            self.pool.fixed()
         self.last_snapshot = self.last_swap = 0
         self.step = 0
         super().__init__(ctx)
@@ -74,15 +84,18 @@ class SelfPlay(PPO):
     def seat(self) -> Seating:
         """This rollout's seats: one per game for the learner, the rest for the opponent."""
         env: PlayerVecEnv = self.ctx.env  # type: ignore[assignment]
+        learner = random_seats(
+            env.num_games, len(env.players), self.learner_players, 1, self.ctx.rng
+        )
+        owner = np.where(learner, -1, 0)
+        if self.fixed is not None:
+            return Seating(owner, [self.fixed])
         if not self.pool.snapshots:  # the first rollout: play against the starting policy
             self.pool.add(self.ctx.net.state_dict())
             self.swap()
         # Drawn from the run's random generator, so a resumed run plays the same games.
         self.opponent.generator.manual_seed(int(self.ctx.rng.integers(2**63)))
-        learner = random_seats(
-            env.num_games, len(env.players), self.learner_players, 1, self.ctx.rng
-        )
-        return Seating(np.where(learner, -1, 0), [self.opponent])
+        return Seating(owner, [self.opponent])
 
     def swap(self) -> None:
         """Play the next opponent from the pool."""
@@ -91,10 +104,10 @@ class SelfPlay(PPO):
 
     def iterate(self, step: int, lr: float) -> Iteration:
         config = self.ctx.config.selfplay
-        if step - self.last_snapshot >= config.snapshot_every:
+        if self.fixed is None and step - self.last_snapshot >= config.snapshot_every:
             self.pool.add(self.ctx.net.state_dict())
             self.last_snapshot = step
-        if step - self.last_swap >= config.swap_every:
+        if self.fixed is None and step - self.last_swap >= config.swap_every:
             self.swap()
             self.last_swap = step
         iteration = super().iterate(step, lr)
@@ -103,7 +116,8 @@ class SelfPlay(PPO):
             self.pool.record(result.score)
         iteration.metrics["selfplay/elo"] = self.pool.learner_elo
         iteration.metrics["selfplay/opponent_elo"] = self.pool.ratings[self.pool.current]
-        iteration.metrics["selfplay/pool"] = float(len(self.pool.snapshots))
+        if self.fixed is None:
+            iteration.metrics["selfplay/pool"] = float(len(self.pool.snapshots))
         if results:
             iteration.metrics["selfplay/score"] = float(np.mean([r.score for r in results]))
         return iteration
