@@ -29,12 +29,12 @@ from entityrl.env.multiplayer import MultiPlayerEnvironment
 from entityrl.envs.coin_duel import CoinDuel
 from entityrl.envs.pack_hunt import PackHunt
 from entityrl.envs.players import (
-    RandomPlayer,
-    ScriptedPlayer,
+    ScriptedFunction,
     coin_duel_heuristic,
     coin_duel_hunter,
     pack_hunt_baseline,
     play_game,
+    uniform_random,
 )
 from entityrl.training.elo import elo_difference
 
@@ -42,7 +42,7 @@ TITLE = "Multi-player games: scripted baselines (benchmarks/multiplayer_baseline
 
 
 def match(
-    env: MultiPlayerEnvironment, first: ScriptedPlayer, second: ScriptedPlayer, games: int
+    env: MultiPlayerEnvironment, first: ScriptedFunction, second: ScriptedFunction, games: int
 ) -> tuple[int, int, int]:
     """Wins, draws and losses of ``first`` against ``second`` (seats alternating)."""
     results = [0, 0, 0]
@@ -63,14 +63,14 @@ def match_row(name: str, wins: int, draws: int, losses: int) -> str:
     )
 
 
-def team_return(env: MultiPlayerEnvironment, player: ScriptedPlayer, games: int) -> list[float]:
+def team_return(env: MultiPlayerEnvironment, player: ScriptedFunction, games: int) -> list[float]:
     """The return of the first player in each game, every player acting by ``player``."""
     seats = dict.fromkeys(env.players(), player)
     return [play_game(env, seats)[env.players()[0]] for _ in range(games)]
 
 
 def microseconds_per_step(
-    env: MultiPlayerEnvironment, player: ScriptedPlayer, games: int, seed: int
+    env: MultiPlayerEnvironment, player: ScriptedFunction, games: int, seed: int
 ) -> float:
     """The mean time of one ``act`` (the players' moves excluded), in microseconds."""
     env.seed(seed)
@@ -94,7 +94,7 @@ def main() -> None:
     args = parser.parse_args()
 
     duel = CoinDuel()
-    random_player = RandomPlayer(duel.obs_space(), duel.action_space(), seed=args.seed)
+    random_player = uniform_random(duel.obs_space(), duel.action_space(), seed=args.seed)
     pairs = {
         "heuristic vs random": (coin_duel_heuristic, random_player),
         "heuristic vs heuristic": (coin_duel_heuristic, coin_duel_heuristic),
@@ -114,7 +114,7 @@ def main() -> None:
         print(lines[-1], flush=True)
 
     hunt = PackHunt()
-    random_hunter = RandomPlayer(hunt.obs_space(), hunt.action_space(), seed=args.seed)
+    random_hunter = uniform_random(hunt.obs_space(), hunt.action_space(), seed=args.seed)
     lines += [
         "",
         f"PackHunt, default arguments, {args.games} games from seed {args.seed}:",

@@ -1,24 +1,19 @@
-"""CoinDuel: two players race to pick up coins on a small grid; more coins wins."""
+"""CoinDuel: two players race for coins on a small grid, and may zap each other to take one."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from entityrl.env import (
-    Action,
     Entity,
-    GlobalCategoricalAction,
     GlobalCategoricalActionMask,
     GlobalCategoricalActionSpace,
     Observation,
     ObsSpace,
 )
 from entityrl.env.multiplayer import MultiPlayerEnvironment, PlayerActions
-from entityrl.envs.grid import Cell, sample_free_cells
-from entityrl.envs.in_play import check_in_play
+from entityrl.envs.grid import MOVES_OR_STAY, Cell, draw_grid, sample_free_cells, step_within
+from entityrl.envs.in_play import check_in_play, global_choice
 
-MOVES = {"stay": (0, 0), "up": (0, 1), "down": (0, -1), "left": (-1, 0), "right": (1, 0)}
-ACTIONS = (*MOVES, "zap")
+ACTIONS = (*MOVES_OR_STAY, "zap")
 ZAP = ACTIONS.index("zap")
 PLAYERS = ("0", "1")
 
@@ -124,7 +119,7 @@ class CoinDuel(MultiPlayerEnvironment):
     def act(self, actions: PlayerActions) -> dict[str, Observation]:
         check_in_play("CoinDuel", actions, self.in_play)
         old, before = self.positions, list(self.scores)
-        chosen = [self.choice(p, actions[p]) for p in PLAYERS]
+        chosen = [global_choice("CoinDuel", p, actions[p], "move") for p in PLAYERS]
         # Zaps land before anyone moves; a stunned player's choice is ignored.
         acting = [self.stunned[i] == 0 for i in range(2)]
         reach = distance(old[0], old[1]) == 1
@@ -138,7 +133,12 @@ class CoinDuel(MultiPlayerEnvironment):
                 taken = min(before[i], 1)
                 self.scores[i] -= taken
                 self.scores[1 - i] += taken
-        targets = [self.target(old[i], chosen[i]) if acting[i] else old[i] for i in range(2)]
+        targets = [
+            step_within(old[i], chosen[i], self.size, self.size)
+            if acting[i] and chosen[i] != "zap"
+            else old[i]
+            for i in range(2)
+        ]
         self.positions = resolve_moves(old, targets)
         for i, cell in enumerate(self.positions):
             if cell in self.coins:
@@ -153,21 +153,6 @@ class CoinDuel(MultiPlayerEnvironment):
             outcome = (self.scores[0] > self.scores[1]) - (self.scores[0] < self.scores[1])
             rewards = [rewards[0] + outcome, rewards[1] - outcome]
         return {p: self.observe(i, rewards[i], done=over) for i, p in enumerate(PLAYERS)}
-
-    @staticmethod
-    def choice(player: str, chosen: Mapping[str, Action]) -> str:
-        move = chosen.get("move")
-        if not isinstance(move, GlobalCategoricalAction):
-            raise ValueError(
-                f"CoinDuel.act: player {player!r} must move (a GlobalCategoricalAction 'move'), "
-                f"got {move!r}"
-            )
-        return move.label
-
-    def target(self, cell: Cell, choice: str) -> Cell:
-        dx, dy = MOVES.get(choice, (0, 0))
-        x, y = cell[0] + dx, cell[1] + dy
-        return (x, y) if 0 <= x < self.size and 0 <= y < self.size else cell
 
     def observe(self, me: int, reward: float, done: bool) -> Observation:
         (x, y), (ox, oy) = self.positions[me], self.positions[1 - me]
@@ -195,14 +180,8 @@ class CoinDuel(MultiPlayerEnvironment):
         return [True] * ZAP + [can_zap]
 
     def render(self) -> str:
-        symbols = {cell: "$" for cell in self.coins}
-        for i, cell in enumerate(self.positions):
-            symbols[cell] = PLAYERS[i]
-        rows = [
-            "".join(symbols.get((x, y), ".") for x in range(self.size))
-            for y in reversed(range(self.size))
-        ]
-        return "\n".join(rows) + (
+        symbols = dict.fromkeys(self.coins, "$") | dict(zip(self.positions, PLAYERS, strict=True))
+        return draw_grid(self.size, self.size, symbols) + (
             f"\nstep {self.steps}/{self.max_steps}: coins {self.scores[0]}-{self.scores[1]}, "
             "$ coin, digits players"
         )

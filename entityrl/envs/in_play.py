@@ -1,9 +1,11 @@
-"""The check every multi-player environment makes of a joint move: actions come for exactly
-the players still in play."""
+"""The checks every multi-player environment makes of a joint move: actions come for exactly
+the players still in play, each with the actions the game needs."""
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+
+from entityrl.env import Action, GlobalCategoricalAction
 
 
 def check_in_play(env_name: str, actions: Mapping[str, object], in_play: Collection[str]) -> None:
@@ -19,3 +21,15 @@ def check_in_play(env_name: str, actions: Mapping[str, object], in_play: Collect
             f"{env_name}.act: expected actions for exactly the players in play "
             f"{sorted(in_play)}, got actions for {sorted(actions)} ({'; '.join(problems)})"
         )
+
+
+def global_choice(env_name: str, player: str, chosen: Mapping[str, Action], name: str) -> str:
+    """The label ``player`` chose for the global categorical action ``name``; raise
+    ``ValueError`` if it did not choose one."""
+    action = chosen.get(name)
+    if not isinstance(action, GlobalCategoricalAction):
+        raise ValueError(
+            f"{env_name}.act: player {player!r} must choose {name!r} (a "
+            f"GlobalCategoricalAction), got {action!r}"
+        )
+    return action.label

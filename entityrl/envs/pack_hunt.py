@@ -2,22 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from entityrl.env import (
-    Action,
     Entity,
-    GlobalCategoricalAction,
     GlobalCategoricalActionMask,
     GlobalCategoricalActionSpace,
     Observation,
     ObsSpace,
 )
 from entityrl.env.multiplayer import MultiPlayerEnvironment, PlayerActions
-from entityrl.envs.grid import Cell, sample_free_cells
-from entityrl.envs.in_play import check_in_play
+from entityrl.envs.grid import MOVES_OR_STAY, Cell, draw_grid, sample_free_cells, step_within
+from entityrl.envs.in_play import check_in_play, global_choice
 
-MOVES = {"stay": (0, 0), "up": (0, 1), "down": (0, -1), "left": (-1, 0), "right": (1, 0)}
 GROUP = "pack"
 HUNTERS_TO_CAPTURE = 2
 
@@ -115,7 +110,7 @@ class PackHunt(MultiPlayerEnvironment):
         )
 
     def action_space(self) -> dict[str, GlobalCategoricalActionSpace]:
-        return {"move": GlobalCategoricalActionSpace(list(MOVES))}
+        return {"move": GlobalCategoricalActionSpace(list(MOVES_OR_STAY))}
 
     def reset(self) -> dict[str, Observation]:
         n, k = self.num_hunters, self.num_prey
@@ -136,9 +131,12 @@ class PackHunt(MultiPlayerEnvironment):
 
     def act(self, actions: PlayerActions) -> dict[str, Observation]:
         check_in_play("PackHunt", actions, self.hunters)
+        moves = {p: global_choice("PackHunt", p, chosen, "move") for p, chosen in actions.items()}
         blocked = set(self.prey)
-        for player, chosen in actions.items():
-            self.hunters[player] = self.step(self.hunters[player], player, chosen, blocked)
+        for player, move in moves.items():
+            cell = self.hunters[player]
+            to = step_within(cell, move, self.size, self.size)
+            self.hunters[player] = cell if to in blocked else to
         self.steps += 1
         hazards = set(self.hazards)
         eliminated = {p: cell for p, cell in self.hunters.items() if cell in hazards}
@@ -159,20 +157,6 @@ class PackHunt(MultiPlayerEnvironment):
         if over:
             self.hunters = {}
         return observations
-
-    def step(
-        self, cell: Cell, player: str, chosen: Mapping[str, Action], blocked: set[Cell]
-    ) -> Cell:
-        move = chosen.get("move")
-        if not isinstance(move, GlobalCategoricalAction):
-            raise ValueError(
-                f"PackHunt.act: player {player!r} must move (a GlobalCategoricalAction 'move'), "
-                f"got {move!r}"
-            )
-        dx, dy = MOVES[move.label]
-        x, y = cell[0] + dx, cell[1] + dy
-        inside = 0 <= x < self.size and 0 <= y < self.size
-        return (x, y) if inside and (x, y) not in blocked else cell
 
     def observe(self, player: str, me: Cell, done: bool) -> Observation:
         """``player``'s view from ``me``, its cell (the hazard it was eliminated on, if so)."""
@@ -204,14 +188,9 @@ class PackHunt(MultiPlayerEnvironment):
         )
 
     def render(self) -> str:
-        symbols = {cell: "X" for cell in self.hazards} | {cell: "p" for cell in self.prey}
-        for player, cell in self.hunters.items():
-            symbols[cell] = player[-1]
-        rows = [
-            "".join(symbols.get((x, y), ".") for x in range(self.size))
-            for y in reversed(range(self.size))
-        ]
-        return "\n".join(rows) + (
+        symbols = dict.fromkeys(self.hazards, "X") | dict.fromkeys(self.prey, "p")
+        symbols |= {cell: player[-1] for player, cell in self.hunters.items()}
+        return draw_grid(self.size, self.size, symbols) + (
             f"\nstep {self.steps}/{self.max_steps}: captured {self.captured}, "
             "digits hunters, p prey, X hazard"
         )

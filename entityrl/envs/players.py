@@ -1,6 +1,8 @@
 """Scripted players of the multi-player environments: functions from one player's
 :class:`Observation` to its actions, ``(obs) -> {action name: Action}``, and a uniformly
-random player that is called the same way.
+random player called the same way (:func:`uniform_random`). The trainer's
+:class:`~entityrl.training.players.ScriptedFunction` plays any of them in a batch of games, and
+``entityrl eval --opponent entityrl.envs.players:coin_duel_heuristic`` against an agent.
 
 Each scripted player reads only what its environment shows the policy (entities marked
 ``visible=False`` are skipped), so it plays under the same information as a learner.
@@ -20,14 +22,17 @@ from entityrl.env import (
     RandomPolicy,
 )
 from entityrl.env.multiplayer import MultiPlayerEnvironment
-from entityrl.envs.coin_duel import ACTIONS, MOVES
+from entityrl.envs.coin_duel import ACTIONS
+from entityrl.envs.grid import MOVES_OR_STAY
 
 Row = Sequence[float]
-ScriptedPlayer = Callable[[Observation], dict[str, Action]]
-"""One player's actions from its observation."""
+ScriptedFunction = Callable[[Observation], dict[str, Action]]
+"""A scripted player: one player's observation in, its actions (by action name) out."""
 
 
-def play_game(env: MultiPlayerEnvironment, seats: Mapping[str, ScriptedPlayer]) -> dict[str, float]:
+def play_game(
+    env: MultiPlayerEnvironment, seats: Mapping[str, ScriptedFunction]
+) -> dict[str, float]:
     """Play one game of ``env``, each player acting by its scripted player in ``seats``;
     each player's return: its own rewards plus its group's rewards (those paid after it left
     included)."""
@@ -44,23 +49,24 @@ def play_game(env: MultiPlayerEnvironment, seats: Mapping[str, ScriptedPlayer]) 
     return returns
 
 
-class RandomPlayer:
-    """Uniformly random legal actions for one observation at a time (what
+def uniform_random(
+    obs_space: ObsSpace, action_space: Mapping[str, ActionSpace], seed: int | None = None
+) -> ScriptedFunction:
+    """A player taking uniformly random legal actions, one observation at a time (what
     :class:`~entityrl.env.RandomPolicy` does for a batch)."""
+    batcher = Batcher(obs_space, action_space)
+    policy = RandomPolicy(action_space, seed=seed)
 
-    def __init__(
-        self, obs_space: ObsSpace, action_space: Mapping[str, ActionSpace], seed: int | None = None
-    ) -> None:
-        self.batcher = Batcher(obs_space, action_space)
-        self.policy = RandomPolicy(action_space, seed=seed)
-
-    def __call__(self, obs: Observation) -> dict[str, Action]:
-        (actions,) = self.batcher.unbatch(self.policy.act(self.batcher.batch([obs])), [obs])
+    def play(obs: Observation) -> dict[str, Action]:
+        (actions,) = batcher.unbatch(policy.act(batcher.batch([obs])), [obs])
         return actions
+
+    return play
 
 
 def move(name: str) -> dict[str, Action]:
-    """The global ``move`` action of the grid games."""
+    """The global ``move`` action of the grid games (their choices are
+    :data:`~entityrl.envs.grid.MOVES_OR_STAY`, and CoinDuel's ``zap`` after them)."""
     return {"move": GlobalCategoricalAction(ACTIONS.index(name), name)}
 
 
@@ -88,11 +94,12 @@ def coin_duel_heuristic(obs: Observation) -> dict[str, Action]:
     """Walk to the nearest coin (the first listed among equally near ones), along x first,
     then along y; stay when no coin is left.
 
-    A fair opponent for people and a strong one for a random player, with two weaknesses a
-    learner can exploit: it ignores the opponent, so it races for coins the opponent reaches
-    first (wasting the steps), and it never walks around a player in its way, so an opponent
-    standing on its path (it is fully predictable) stalls it until the game ends: an opponent
-    one coin ahead can win by blocking it (see :func:`coin_duel_blocker`).
+    Strong against a random player, with weaknesses a learner can exploit: it never zaps
+    and never keeps away from the opponent, so a player that chases it down (its next step
+    is predictable) zaps it again and again, taking a coin each time (see
+    :func:`coin_duel_hunter`); it ignores the opponent when choosing a coin, racing for
+    coins the opponent reaches first; and it never walks around a player in its way, so an
+    opponent standing on its path stalls it.
     """
     me = obs.features["Self"][0]
     target = nearest(me, obs.features["Coin"])
@@ -114,7 +121,7 @@ def coin_duel_hunter(obs: Observation) -> dict[str, Action]:
     ahead = opponent if goal is None else next_cell(opponent, goal)
     # Not into the cell the opponent enters (both would bounce); next to it, else nearest.
     options = {}
-    for name, (dx, dy) in MOVES.items():
+    for name, (dx, dy) in MOVES_OR_STAY.items():
         cell = (me[0] + dx, me[1] + dy)
         if cell != tuple(ahead):
             options[name] = (distance(cell, ahead) != 1, distance(cell, ahead))
@@ -128,7 +135,7 @@ def can_zap(obs: Observation) -> bool:
 
 def next_cell(cell: Row, goal: Row) -> tuple[float, float]:
     """The cell after ``cell`` on the x-then-y walk to ``goal``."""
-    dx, dy = MOVES[step_towards(cell, goal)]
+    dx, dy = MOVES_OR_STAY[step_towards(cell, goal)]
     return (cell[0] + dx, cell[1] + dy)
 
 
@@ -138,8 +145,8 @@ def pack_hunt_baseline(obs: Observation) -> dict[str, Action]:
     prey in sight, walk to the centre of the grid (where the others go too). Never steps on
     a hazard in sight (so never on any: those next to it are in sight).
 
-    Its weakness: hunters that found different prey each wait at their own, and none comes
-    to help; hunters far apart never meet.
+    Its weakness: hunters that found different prey each wait at their own for a partner
+    that never comes; and it ignores what its allies do.
     """
     me = obs.features["Self"][0]
     prey = in_sight(obs, "Prey")
@@ -153,9 +160,10 @@ def pack_hunt_baseline(obs: Observation) -> dict[str, Action]:
     else:
         goal = target
     safe = {}
-    for name, (dx, dy) in MOVES.items():
+    for name, (dx, dy) in MOVES_OR_STAY.items():
         cell = (me[0] + dx, me[1] + dy)
         if cell not in hazards:
+            # Rather stay than take a safe step that gets no closer.
             safe[name] = distance(cell, goal) - (name == "stay") * 0.5
     return move(min(safe, key=safe.__getitem__))
 
@@ -167,4 +175,11 @@ def in_sight(obs: Observation, entity_type: str) -> list[Row]:
     return list(rows) if shown is None else [r for r, v in zip(rows, shown, strict=True) if v]
 
 
-__all__ = ["RandomPlayer", "ScriptedPlayer", "coin_duel_heuristic", "coin_duel_hunter", "play_game"]
+__all__ = [
+    "ScriptedFunction",
+    "coin_duel_heuristic",
+    "coin_duel_hunter",
+    "pack_hunt_baseline",
+    "play_game",
+    "uniform_random",
+]

@@ -10,12 +10,12 @@ from entityrl.env import Action
 from entityrl.envs import CoinDuel
 from entityrl.envs.coin_duel import ACTIONS, resolve_moves
 from entityrl.envs.players import (
-    RandomPlayer,
-    ScriptedPlayer,
+    ScriptedFunction,
     coin_duel_heuristic,
     coin_duel_hunter,
     move,
     play_game,
+    uniform_random,
 )
 
 
@@ -23,7 +23,7 @@ def both(first: str, second: str) -> dict[str, dict[str, Action]]:
     return {"0": move(first), "1": move(second)}
 
 
-def win_rate(first: ScriptedPlayer, second: ScriptedPlayer, games: int, seed: int) -> float:
+def win_rate(first: ScriptedFunction, second: ScriptedFunction, games: int, seed: int) -> float:
     """The share of games ``first`` wins against ``second``, seats alternating."""
     env = CoinDuel()
     env.seed(seed)
@@ -124,7 +124,7 @@ def test_a_zap_out_of_reach_does_nothing() -> None:
 def test_returns_are_zero_sum_under_random_play() -> None:
     env = CoinDuel()
     env.seed(0)
-    first, second = (RandomPlayer(env.obs_space(), env.action_space(), seed=s) for s in (0, 1))
+    first, second = (uniform_random(env.obs_space(), env.action_space(), seed=s) for s in (0, 1))
     for _ in range(50):
         returns = play_game(env, {"0": first, "1": second})
         assert returns["0"] == pytest.approx(-returns["1"])
@@ -142,7 +142,7 @@ def test_the_heuristic_walks_along_x_then_y_to_the_nearest_coin() -> None:
 
 def test_the_heuristic_beats_a_random_player() -> None:
     env = CoinDuel()
-    random_player = RandomPlayer(env.obs_space(), env.action_space(), seed=0)
+    random_player = uniform_random(env.obs_space(), env.action_space(), seed=0)
     # Measured 98.0% over 2,000 games (benchmarks/multiplayer_baselines.py).
     assert win_rate(coin_duel_heuristic, random_player, games=300, seed=0) >= 0.95
 
@@ -172,5 +172,5 @@ def test_bad_arguments_are_refused(kwargs: dict[str, Any], message: str) -> None
 def test_an_action_that_is_not_a_move_is_refused() -> None:
     env = CoinDuel()
     env.reset()
-    with pytest.raises(ValueError, match="player '0' must move"):
+    with pytest.raises(ValueError, match=r"CoinDuel\.act: player '0' must choose 'move'"):
         env.act({"0": {}, "1": move("stay")})

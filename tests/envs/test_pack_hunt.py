@@ -10,11 +10,11 @@ import pytest
 from entityrl.env import Action
 from entityrl.envs import PackHunt
 from entityrl.envs.players import (
-    RandomPlayer,
-    ScriptedPlayer,
+    ScriptedFunction,
     move,
     pack_hunt_baseline,
     play_game,
+    uniform_random,
 )
 
 
@@ -76,7 +76,7 @@ class FixedStart(PackHunt):
         return self.set_state(*self.start)
 
 
-def scripted(*names: str) -> ScriptedPlayer:
+def scripted(*names: str) -> ScriptedFunction:
     """A player making the moves ``names``, one per call."""
     planned = iter(names)
     return lambda obs: move(next(planned))
@@ -128,9 +128,9 @@ def test_the_baseline_waits_next_to_prey_and_avoids_hazards() -> None:
 
 def test_the_baseline_pack_captures_far_more_than_random_hunters() -> None:
     env = PackHunt()
-    random_hunter = RandomPlayer(env.obs_space(), env.action_space(), seed=0)
+    random_hunter = uniform_random(env.obs_space(), env.action_space(), seed=0)
 
-    def mean_return(player: ScriptedPlayer) -> float:
+    def mean_return(player: ScriptedFunction) -> float:
         env.seed(0)
         seats = dict.fromkeys(env.players(), player)
         return statistics.mean(play_game(env, seats)["0"] for _ in range(150))
@@ -155,3 +155,10 @@ def test_bad_arguments_are_refused(kwargs: dict[str, Any], message: str) -> None
     with pytest.raises(ValueError, match="PackHunt: ") as error:
         PackHunt(**kwargs)
     assert message in str(error.value)
+
+
+def test_an_action_that_is_not_a_move_is_refused() -> None:
+    env = PackHunt()
+    env.reset()
+    with pytest.raises(ValueError, match=r"PackHunt\.act: player '2' must choose 'move'"):
+        env.act({"0": move("stay"), "1": move("stay"), "2": {}})
