@@ -13,9 +13,13 @@ from entityrl.env import BatchedEnvironment, RandomPolicy, VecEnv, VecObs, valid
 from entityrl.env.multiplayer import MultiPlayerEnvironment
 from entityrl.envs import lookup, make_vec, names
 
-# Multi-player environments have their own tests (tests/envs/test_multiplayer_envs.py).
-ALL = [name for name in names() if not issubclass(lookup(name), MultiPlayerEnvironment)]
-PER_ENV = [name for name in ALL if not issubclass(lookup(name), BatchedEnvironment)]
+# Multi-player games batch one row per seat; their own rules: tests/envs/test_multiplayer_envs.py.
+ALL = names()
+PER_ENV = [
+    name
+    for name in ALL
+    if not issubclass(lookup(name), (BatchedEnvironment, MultiPlayerEnvironment))
+]
 
 
 def random_rollout(
@@ -46,7 +50,7 @@ def test_random_play_passes_the_validator(name: str) -> None:
     env = make_vec(name, 2, seed=0, validate=True)
 
     def check(obs: VecObs) -> None:
-        validate_vec_obs(obs, env.obs_space, env.action_space, name, rows=2)
+        validate_vec_obs(obs, env.obs_space, env.action_space, name, rows=env.num_envs)
 
     with env:
         returns, _ = random_rollout(env, 1000, seed=0, check=check)

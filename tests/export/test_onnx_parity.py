@@ -21,7 +21,6 @@ from entityrl.env import (
     ObsSpace,
     SelectEntityActionSpace,
 )
-from entityrl.env.multiplayer import MultiPlayerEnvironment
 from entityrl.envs import REGISTRY, make, make_vec
 from entityrl.export import export_bytes
 from entityrl.export.one_observation import ExportError
@@ -60,10 +59,7 @@ def exportable(action_space) -> bool:
 
 
 EXPORTABLE = sorted(
-    n
-    for n, cls in REGISTRY.items()
-    if not issubclass(cls, MultiPlayerEnvironment)  # not batched by make_vec (yet)
-    and exportable(make_vec(n, 1, seed=0).action_space)
+    n for n, cls in REGISTRY.items() if exportable(make_vec(n, 1, seed=0).action_space)
 )
 
 
