@@ -269,6 +269,13 @@ class PlayerVecEnv(VecEnv):
 
     # ------------------------------------------------------------------ state
     def get_state(self) -> bytes:
+        try:
+            return self._pickled_state()
+        except (pickle.PicklingError, TypeError, AttributeError) as err:
+            # Games wrapping another library's objects may not pickle.
+            raise NotImplementedError(f"{self.name} cannot save its state: {err}") from None
+
+    def _pickled_state(self) -> bytes:
         return pickle.dumps(
             (
                 self.games,
