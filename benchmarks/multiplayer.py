@@ -137,6 +137,15 @@ def plot_elo(curves: dict[int, tuple[list[int], list[float]]], path: Path) -> No
     tmp.replace(path)
 
 
+def finished(run_dir: str, budget: int) -> bool:
+    """Whether ``run_dir`` holds a run that trained ``budget`` steps."""
+    log = Path(run_dir, "metrics.jsonl")
+    if not log.exists() or not Path(run_dir, "checkpoint.pt").exists():
+        return False
+    lines = log.read_text().splitlines()
+    return bool(lines) and json.loads(lines[-1])["step"] >= budget
+
+
 def duel(seeds: list[int], threads: int, tmp: str, steps: int | None) -> str:
     config = load_config("CoinDuel")
     budget = steps or config.total_timesteps
@@ -144,9 +153,10 @@ def duel(seeds: list[int], threads: int, tmp: str, steps: int | None) -> str:
     for seed in seeds:
         run_dir = f"{tmp}/duel-{seed}"
         started = time.time()
-        train("CoinDuel", overrides=[f"seed={seed}", f"log.run_dir={run_dir}",
-                                     f"total_timesteps={budget}", f"torch_threads={threads}",
-                                     *QUIET])  # fmt: skip
+        if not finished(run_dir, budget):  # kept runs (--runs) are not trained again
+            train("CoinDuel", overrides=[f"seed={seed}", f"log.run_dir={run_dir}",
+                                         f"total_timesteps={budget}", f"torch_threads={threads}",
+                                         *QUIET])  # fmt: skip
         seconds = time.time() - started
         random = match_against(run_dir, "random", GAMES)
         heuristic = match_against(run_dir, "entityrl.envs.players:coin_duel_heuristic", GAMES)
@@ -206,8 +216,8 @@ def coop(seeds: list[int], threads: int, tmp: str, steps: int | None) -> str:
             "per run (all hunters' rows), the same config but `algo`: poca (centralized critic "
             "and counterfactual baselines) or ppo (independent learners sharing one policy). "
             "The group's return is the number of prey captured per game (each capture pays "
-            f"every hunter 1, eliminated ones included). Evaluation: {GAMES * 3} games, sampled "
-            "actions. Scripted baseline: 1.23; random hunters: 0.16.",
+            f"every hunter 1, eliminated ones included). Evaluation: {GAMES} games ({GAMES * 3} "
+            "hunter-games), sampled actions. Scripted baseline: 1.23; random hunters: 0.16.",
             "",
             "| seed | algo | captures, last 10% of training games | captures, evaluation | "
             "wall time (s) |",
