@@ -43,6 +43,11 @@ GameFactory = Callable[[], MultiPlayerEnvironment]
 """A callable that builds one game."""
 
 
+class MultiPlayerSettingError(ValueError):
+    """A way of vectorizing environments (worker processes, stacking) that multi-player games
+    do not support yet."""
+
+
 class PlayerVecEnv(VecEnv):
     """``num_games`` copies of a multi-player game stepped in this process, one row per
     (game, player): ``num_envs`` is ``num_games * len(players)``.

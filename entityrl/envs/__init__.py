@@ -15,7 +15,7 @@ from typing import Any
 
 from entityrl.env import BatchedEnvironment, Environment, ProcessVecEnv, SerialVecEnv, VecEnv
 from entityrl.env.multiplayer import MultiPlayerEnvironment
-from entityrl.env.multiplayer_vec import PlayerVecEnv
+from entityrl.env.multiplayer_vec import MultiPlayerSettingError, PlayerVecEnv
 from entityrl.envs.cherry_pick import CherryPick
 from entityrl.envs.cherry_pick_batched import CherryPickBatched
 from entityrl.envs.coin_duel import CoinDuel
@@ -239,14 +239,18 @@ def _player_vec(
     wrap: Callable[[VecEnv], VecEnv] | None,
 ) -> VecEnv:
     """``num_games`` games of a multi-player environment, one row per (game, player)."""
-    name = getattr(factory, "__name__", type(factory).__name__)
+    target = factory.func if isinstance(factory, functools.partial) else factory
+    name = getattr(target, "__name__", type(target).__name__)
     if processes > 1:
-        raise ValueError(
-            f"{name} is a multi-player game: its games step in this process "
-            f"(got processes={processes}; use processes=0)"
+        raise MultiPlayerSettingError(
+            f"rollout.processes: {name} is a multi-player game, whose games step in the "
+            f"training process (got processes={processes}; use processes=1)"
         )
     if wrap is not None:
-        raise ValueError(f"{name} is a multi-player game: observation stacking is not supported")
+        raise MultiPlayerSettingError(
+            f"env.stack: {name} is a multi-player game, for which observation stacking is not "
+            "supported yet (use env.stack=1)"
+        )
     return PlayerVecEnv(factory, num_games, seed, validate=validate)
 
 

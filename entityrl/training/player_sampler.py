@@ -23,6 +23,7 @@ from entityrl.env.multiplayer_vec import PlayerVecEnv
 from entityrl.env.vec_obs import VecObs
 from entityrl.nn.rogue_net import RogueNet
 from entityrl.ragged import RaggedArray
+from entityrl.training.config import ConfigError
 from entityrl.training.match import GameResult, score_games
 from entityrl.training.players import Seating, merge_actions
 from entityrl.training.sampler import Sampler, _Step, _Transition, _truncation_values
@@ -44,9 +45,9 @@ class PlayerSampler(Sampler):
         seat: Callable[[], Seating] | None = None,
     ) -> None:
         if net.memory:
-            raise ValueError(
-                "net.memory is not supported in multi-player games yet (seats change hands "
-                "between rollouts)"
+            raise ConfigError(
+                "net.memory: not supported in multi-player games yet (seats change hands "
+                "between rollouts); set net.memory=false"
             )
         super().__init__(env, net, steps, generator)
         self.seat = seat or (lambda: Seating.learner_everywhere(env.num_envs))

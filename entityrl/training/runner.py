@@ -30,6 +30,7 @@ import torch
 from entityrl.algo.optimizer import adam
 from entityrl.algo.reduce import Reducer
 from entityrl.env.environment import Environment
+from entityrl.env.multiplayer_vec import MultiPlayerSettingError
 from entityrl.env.stacking import stacking
 from entityrl.env.vec_env import EnvFactory, VecEnv
 from entityrl.nn.device import resolve_device
@@ -38,7 +39,7 @@ from entityrl.training import checkpoint as ckpt
 from entityrl.training import run_dir as run_dirs
 from entityrl.training.algorithms.base import Context
 from entityrl.training.callbacks import Callback
-from entityrl.training.config import TrainConfig, load_config, to_dict, to_yaml
+from entityrl.training.config import ConfigError, TrainConfig, load_config, to_dict, to_yaml
 from entityrl.training.init_from import load_initial_weights
 from entityrl.training.periodic_eval import BEST_FILE, PeriodicEvaluator
 from entityrl.training.progress import ProgressReporter
@@ -183,7 +184,10 @@ class Trainer:
         algorithm.check(config)
         per_rank = algorithm.num_envs(config) // self.reducer.world_size
         # Environment i of rank r is seeded like environment r * per_rank + i of one process.
-        self.env = make_env(config, env, num_envs=per_rank, seed_offset=self.rank * per_rank)
+        try:
+            self.env = make_env(config, env, num_envs=per_rank, seed_offset=self.rank * per_rank)
+        except MultiPlayerSettingError as err:
+            raise ConfigError(str(err)) from None
         try:
             self.net = RogueNet(
                 self.env.obs_space, self.env.action_space, config.net, device=self.device
