@@ -137,6 +137,12 @@ def plot_elo(curves: dict[int, tuple[list[int], list[float]]], path: Path) -> No
     tmp.replace(path)
 
 
+def training_seconds(run_dir: str) -> float:
+    """From the run's log: the time from its first iteration's end to its last's."""
+    lines = Path(run_dir, "metrics.jsonl").read_text().splitlines()
+    return float(json.loads(lines[-1])["time"] - json.loads(lines[0])["time"])
+
+
 def finished(run_dir: str, budget: int) -> bool:
     """Whether ``run_dir`` holds a run that trained ``budget`` steps."""
     log = Path(run_dir, "metrics.jsonl")
@@ -157,7 +163,7 @@ def duel(seeds: list[int], threads: int, tmp: str, steps: int | None) -> str:
             train("CoinDuel", overrides=[f"seed={seed}", f"log.run_dir={run_dir}",
                                          f"total_timesteps={budget}", f"torch_threads={threads}",
                                          *QUIET])  # fmt: skip
-        seconds = time.time() - started
+        seconds = training_seconds(run_dir)
         random = match_against(run_dir, "random", GAMES)
         heuristic = match_against(run_dir, "entityrl.envs.players:coin_duel_heuristic", GAMES)
         curves[seed] = elo_curve(run_dir)
@@ -179,7 +185,7 @@ def duel(seeds: list[int], threads: int, tmp: str, steps: int | None) -> str:
             "against random, >= 70% against the heuristic.",
             "",
             "| seed | vs random: W/D/L (score) | vs heuristic: W/D/L | Elo vs heuristic | "
-            "final selfplay/elo | wall time (s) |",
+            "final selfplay/elo | training time (s) |",
             "|---|---|---|---|---|---|",
             *table,
             "",
