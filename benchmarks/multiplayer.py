@@ -158,7 +158,6 @@ def duel(seeds: list[int], threads: int, tmp: str, steps: int | None) -> str:
     rows, curves = [], {}
     for seed in seeds:
         run_dir = f"{tmp}/duel-{seed}"
-        started = time.time()
         if not finished(run_dir, budget):  # kept runs (--runs) are not trained again
             train("CoinDuel", overrides=[f"seed={seed}", f"log.run_dir={run_dir}",
                                          f"total_timesteps={budget}", f"torch_threads={threads}",
