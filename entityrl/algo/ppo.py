@@ -211,7 +211,7 @@ def ppo_update(
         epochs += 1
         epoch_kl, epoch_actors = 0.0, 0.0
         order = rollout.shuffled_rows(rng, seq_len)
-        for start in range(0, rollout.num_rows, bs):
+        for start in range(0, order.shape[0], bs):
             rows = order[start : start + bs]
             advantages = rollout.advantages[rows]
             if ppo.norm_adv:

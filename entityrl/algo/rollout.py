@@ -72,6 +72,13 @@ class Rollout:
     metrics: dict[str, npt.NDArray[np.float64]]  # values of episodes that ended
     # With net.memory, (rows, memory): the state the policy acted from at each row.
     states: npt.NDArray[np.float32] | None = None
+    # (steps, envs), in multi-player games: the row's player was in play. Rows of players
+    # that had left are not learned from.
+    active: npt.NDArray[np.bool_] | None = None
+    # (steps, envs), in multi-player games: the reward of the row's group for the step, and
+    # whether the row's game ended with it.
+    group_rewards: npt.NDArray[np.float32] | None = None
+    game_over: npt.NDArray[np.bool_] | None = None
     # (rows,) each, from estimate_advantages.
     advantages: npt.NDArray[np.float32] = field(default_factory=lambda: np.zeros(0, np.float32))
     returns: npt.NDArray[np.float32] = field(default_factory=lambda: np.zeros(0, np.float32))
@@ -101,9 +108,12 @@ class Rollout:
     def shuffled_rows(self, rng: np.random.Generator, seq_len: int) -> npt.NDArray[np.int64]:
         """Every row once, in random order: rows one by one, or (with stored states) whole
         chunks of ``seq_len`` consecutive steps of one environment, each chunk's rows in step
-        order (chunk-major; ``seq_len`` divides the rollout's steps)."""
+        order (chunk-major; ``seq_len`` divides the rollout's steps). Without states, rows of
+        players that had left are skipped."""
         if self.states is None:
-            return rng.permutation(self.num_rows)
+            if self.active is None:
+                return rng.permutation(self.num_rows)
+            return rng.permutation(np.flatnonzero(self.active.reshape(-1)))
         steps, envs = self.dones.shape
         order = rng.permutation(steps // seq_len * envs)
         chunk, env = np.divmod(order, envs)

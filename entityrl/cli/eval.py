@@ -76,6 +76,20 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="give up on an episode that lasts longer than this "
         f"(default: {DEFAULT_MAX_EPISODE_STEPS:,})",
     )
+    parser.add_argument(
+        "--opponent",
+        metavar="RUN|random|MODULE:FUNCTION",
+        help="in a multi-player game, play a match against this opponent (a trained agent's "
+        "run directory or checkpoint, uniformly random moves, or a scripted player) and report "
+        "win/draw/loss rates and the Elo difference; --episodes counts games",
+    )
+    parser.add_argument(
+        "--seat",
+        action="append",
+        metavar="PLAYER",
+        help="with --opponent: the player the agent plays (repeat for several, taken in turn "
+        "game by game; default: every player in turn)",
+    )
     add_record_argument(parser, "the agent")
     parser.add_argument(
         "--replay",
@@ -110,6 +124,9 @@ def run(args: argparse.Namespace) -> int:
             env = recording = recording_env(
                 env, args.record, agent.config.env.id, agent.config.env.kwargs
             )
+        if args.opponent is not None or args.seat:
+            with env:
+                return run_match(agent, env, args)
         with env:
             if args.replay is None:
                 result = evaluate(agent, env, args.episodes, args.max_steps)
@@ -126,6 +143,32 @@ def run(args: argparse.Namespace) -> int:
     print(format_table(result))
     if recording is not None:
         print(f"recorded {recording.writer.episodes} complete episodes into {args.record}")
+    return 0
+
+
+def run_match(agent: Agent, env: VecEnv, args: argparse.Namespace) -> int:
+    """``--opponent``: a match of the agent against an opponent in a multi-player game."""
+    from entityrl.env.multiplayer_vec import PlayerVecEnv
+    from entityrl.training.match import load_opponent, play_match
+    from entityrl.training.players import NetworkPlayer
+
+    if not isinstance(env, PlayerVecEnv):
+        raise ValueError(
+            f"--opponent and --seat need a multi-player game; {agent.config.env.id} has one player"
+        )
+    if args.opponent is None:
+        raise ValueError("--seat needs --opponent (whom the agent plays against)")
+    unknown = [p for p in args.seat or [] if p not in env.players]
+    if unknown:
+        raise ValueError(f"--seat: unknown players {unknown}; the game's players: {env.players}")
+    seats = None if not args.seat else [env.players.index(p) for p in args.seat]
+    opponent = load_opponent(args.opponent, env, args.seed, args.deterministic)
+    player = NetworkPlayer(agent.net, agent.generator, deterministic=args.deterministic)
+    result = play_match(player, opponent, env, args.episodes, seats, args.max_steps)
+    print(
+        f"{agent.config.env.id} agent trained {agent.step:,} steps ({agent.path}) against "
+        f"{args.opponent}: {result.summary()}"
+    )
     return 0
 
 

@@ -20,6 +20,7 @@ from entityrl.cli.arguments import (
     recording_env,
 )
 from entityrl.env import RandomPolicy, VecEnv, VecObs
+from entityrl.env.multiplayer_vec import PlayerVecEnv
 from entityrl.envs import make_vec
 from entityrl.play import Controller, HumanPlayer, make_console, play
 from entityrl.ragged import RaggedArray
@@ -27,7 +28,9 @@ from entityrl.ragged import RaggedArray
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from entityrl.play.seat import OneSeat
     from entityrl.training.agent import Agent
+    from entityrl.training.players import Player
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -69,6 +72,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="with --agent: the agent takes only these actions, you take the others",
     )
     parser.add_argument(
+        "--seat",
+        metavar="PLAYER",
+        help="in a multi-player game, the player you (or --random-agent) play (default: the "
+        "first); --agent then plays every other seat (random moves without it)",
+    )
+    parser.add_argument(
         "--steps", type=positive_int, default=None, help="stop after this many steps"
     )
     parser.add_argument(
@@ -89,6 +98,10 @@ def run(args: argparse.Namespace) -> int:
         if args.kwargs is None and agent is not None and agent.config.env.id == args.env:
             kwargs = dict(agent.config.env.kwargs)
         env = make_vec(args.env, 1, seed=args.seed, **kwargs)
+        if isinstance(env, PlayerVecEnv):
+            env, agent = _seated(env, agent, args), None
+        elif args.seat is not None:
+            raise ValueError(f"--seat: {args.env} is not a multi-player game")
         recording = None
         if args.record is not None:
             env = recording = recording_env(env, args.record, args.env, kwargs)
@@ -129,6 +142,25 @@ def _load_agent(args: argparse.Namespace) -> Agent | None:
     # One row per step: more threads only wait on each other.
     torch.set_num_threads(1)
     return load_agent(args.agent, seed=args.seed)
+
+
+def _seated(env: PlayerVecEnv, agent: Agent | None, args: argparse.Namespace) -> OneSeat:
+    """The seat of a multi-player game that the controller plays; ``agent`` (or random
+    moves) plays the others."""
+    from entityrl.play.seat import OneSeat
+    from entityrl.training.players import NetworkPlayer, RandomPlayer
+
+    seat = args.seat if args.seat is not None else env.players[0]
+    if seat not in env.players:
+        raise ValueError(f"--seat: unknown player {seat!r}; {args.env}'s players: {env.players}")
+    if args.agent_actions is not None:
+        raise ValueError("--agent-actions: in a multi-player game the agent plays other seats")
+    if agent is None:
+        others: Player = RandomPlayer(env.action_space, args.seed)
+    else:
+        agent.check_env(env)
+        others = NetworkPlayer(agent.net, agent.generator)
+    return OneSeat(env, env.players.index(seat), others)
 
 
 def _controller(

@@ -8,11 +8,15 @@ still share in the group's later reward (:meth:`MultiPlayerEnvironment.group_rew
 
 The contract, checked by :class:`~entityrl.env.multiplayer_validator.ValidatingMultiPlayer`:
 
-- :meth:`reset` returns an observation for every player of :meth:`players`;
+- :meth:`reset` returns an observation for every player that starts the game (usually all
+  of :meth:`players`; at least one);
 - :meth:`act` receives actions for exactly the players whose latest observation was not
   ``done`` (the players *in play*) and returns a new observation for each of them; a
   player's observation with ``done`` is its last one (it has left: it acts no more and gets
   no further individual reward);
+- :meth:`act` may also return a first observation for a player that has not been in the game
+  yet: it joins (a unit spawns, reinforcements arrive) and is in play from then on; a player
+  that has left does not come back within the game;
 - the game ends when no player is in play; then :meth:`reset` starts the next.
 """
 
@@ -52,12 +56,12 @@ class MultiPlayerEnvironment(ABC):
 
     @abstractmethod
     def reset(self) -> dict[str, Observation]:
-        """Start a new game; returns every player's first observation."""
+        """Start a new game; returns the first observation of every player that starts it."""
 
     @abstractmethod
     def act(self, actions: PlayerActions) -> dict[str, Observation]:
         """Apply one joint move (actions of every player in play); returns the next
-        observation of each of those players."""
+        observation of each of those players, and the first of any player joining now."""
 
     def groups(self) -> Mapping[str, str]:
         """Per player, the cooperative group it belongs to (players absent: no group). Players

@@ -586,7 +586,9 @@ class _VecObsCheck(_Check):
                 "metrics",
                 f"expected a dict of metric name -> values, got {type(metrics).__name__}",
             )
-        ended = int(self.obs.done.sum())
+        # In a multi-player batch, each player of an ended game reports its episode.
+        over = self.obs.game_over
+        ended = int((self.obs.done if over is None else over).sum())
         for key, values in metrics.items():
             if not isinstance(key, str):
                 self.fail("metrics", f"expected metric names to be strings, got {key!r}")

@@ -52,6 +52,10 @@ class VecObs:
     ``ids``: for wrappers that follow entities from step to step (observation stacking), an
     int64 key per entity (rows, entities, 1) per entity type, filled only on request (see
     :attr:`~entityrl.env.batching.Batcher.entity_keys`); empty otherwise.
+    ``active``, ``game_over``, ``group_reward``: per row, from multi-player environments only
+    (None otherwise; see :mod:`entityrl.env.multiplayer_vec`): the row's player is in play; the
+    row's game ended on this step (its metrics are then those of ``game_over`` rows, not of
+    ``done`` ones); the reward the row's group shares for this step.
     """
 
     features: dict[str, RaggedArray]
@@ -64,6 +68,9 @@ class VecObs:
     truncated: npt.NDArray[np.bool_] | None = None
     final: VecObs | None = None
     ids: dict[str, RaggedArray] = field(default_factory=dict)
+    active: npt.NDArray[np.bool_] | None = None
+    game_over: npt.NDArray[np.bool_] | None = None
+    group_reward: npt.NDArray[np.float32] | None = None
 
     @property
     def num_rows(self) -> int:
@@ -77,8 +84,8 @@ class VecObs:
         return counts
 
     def take(self, rows: npt.NDArray[np.int64]) -> VecObs:
-        """The given rows (metrics and truncation are not needed past a step and are
-        dropped)."""
+        """The given rows (metrics, truncation and a game's end and group reward are not needed
+        past a step and are dropped)."""
         return VecObs(
             features={k: v.take(rows) for k, v in self.features.items()},
             global_features=self.global_features[rows],
@@ -87,6 +94,7 @@ class VecObs:
             done=self.done[rows],
             visible={k: v.take(rows) for k, v in self.visible.items()},
             ids={k: v.take(rows) for k, v in self.ids.items()},
+            active=None if self.active is None else self.active[rows],
         )
 
     @staticmethod

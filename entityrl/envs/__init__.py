@@ -14,8 +14,11 @@ from collections.abc import Callable
 from typing import Any
 
 from entityrl.env import BatchedEnvironment, Environment, ProcessVecEnv, SerialVecEnv, VecEnv
+from entityrl.env.multiplayer import MultiPlayerEnvironment
+from entityrl.env.multiplayer_vec import MultiPlayerSettingError, PlayerVecEnv
 from entityrl.envs.cherry_pick import CherryPick
 from entityrl.envs.cherry_pick_batched import CherryPickBatched
+from entityrl.envs.coin_duel import CoinDuel
 from entityrl.envs.corridor import Corridor
 from entityrl.envs.count import Count
 from entityrl.envs.floor_is_lava import FloorIsLava
@@ -25,16 +28,23 @@ from entityrl.envs.move_to_origin import ContinuousMoveToOrigin, MoveToOrigin
 from entityrl.envs.multi_armed_bandit import MultiArmedBandit
 from entityrl.envs.multi_snake import MultiSnake
 from entityrl.envs.not_hotdog import NotHotdog
+from entityrl.envs.pack_hunt import PackHunt
 from entityrl.envs.pick_matching_balls import PickMatchingBalls
 from entityrl.envs.recall import Recall
 from entityrl.envs.rock_paper_scissors import RockPaperScissors
+from entityrl.envs.rps_duel import RockPaperScissorsDuel
 from entityrl.envs.survival import DayAndNight, FourSeason, RiverNavigation, SurvivalWorld
 from entityrl.envs.treasure_hunt import TreasureHunt
 from entityrl.envs.xor import Xor
 
-REGISTRY: dict[str, type[Environment] | type[BatchedEnvironment]] = {
+EnvClass = type[Environment] | type[BatchedEnvironment] | type[MultiPlayerEnvironment]
+"""What the registry holds: a class of one of the three kinds of environment."""
+ENV_KINDS = (Environment, BatchedEnvironment, MultiPlayerEnvironment)
+
+REGISTRY: dict[str, EnvClass] = {
     "CherryPick": CherryPick,
     "CherryPickBatched": CherryPickBatched,
+    "CoinDuel": CoinDuel,
     "ContinuousMoveToOrigin": ContinuousMoveToOrigin,
     "Corridor": Corridor,
     "Count": Count,
@@ -47,10 +57,12 @@ REGISTRY: dict[str, type[Environment] | type[BatchedEnvironment]] = {
     "MultiArmedBandit": MultiArmedBandit,
     "MultiSnake": MultiSnake,
     "NotHotdog": NotHotdog,
+    "PackHunt": PackHunt,
     "PickMatchingBalls": PickMatchingBalls,
     "Recall": Recall,
     "RiverNavigation": RiverNavigation,
     "RockPaperScissors": RockPaperScissors,
+    "RockPaperScissorsDuel": RockPaperScissorsDuel,
     "Survival": SurvivalWorld,
     "TreasureHunt": TreasureHunt,
     "Xor": Xor,
@@ -74,14 +86,16 @@ def names() -> list[str]:
     return sorted(REGISTRY)
 
 
-def register(name: str, cls: type[Environment] | type[BatchedEnvironment]) -> None:
+def register(name: str, cls: EnvClass) -> None:
     """Make ``cls`` available by ``name`` (to ``make``, ``make_vec`` and the CLI)."""
-    if not (issubclass(cls, Environment) or issubclass(cls, BatchedEnvironment)):
-        raise TypeError(f"{cls!r} is neither an Environment nor a BatchedEnvironment")
+    if not (isinstance(cls, type) and issubclass(cls, ENV_KINDS)):
+        raise TypeError(
+            f"{cls!r} is not an Environment, BatchedEnvironment or MultiPlayerEnvironment"
+        )
     REGISTRY[name] = cls
 
 
-def lookup(name: str) -> type[Environment] | type[BatchedEnvironment]:
+def lookup(name: str) -> EnvClass:
     """The class registered under ``name``, or imported from a ``"module:Class"`` path; a clear
     error (with suggestions) if there is none."""
     if name in REGISTRY:
@@ -96,21 +110,23 @@ def lookup(name: str) -> type[Environment] | type[BatchedEnvironment]:
     raise KeyError(f"unknown environment {name!r}.{hint} Registered: {', '.join(names())}")
 
 
-def _import_class(path: str) -> type[Environment] | type[BatchedEnvironment]:
+def _import_class(path: str) -> EnvClass:
     module_name, _, attr = path.partition(":")
     try:
         cls = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as err:
         raise KeyError(f"cannot import environment {path!r}: {err}") from None
-    if not (isinstance(cls, type) and issubclass(cls, (Environment, BatchedEnvironment))):
-        raise KeyError(f"{path!r} is not an Environment or BatchedEnvironment class")
+    if not (isinstance(cls, type) and issubclass(cls, ENV_KINDS)):
+        raise KeyError(
+            f"{path!r} is not an Environment, BatchedEnvironment or MultiPlayerEnvironment class"
+        )
     if inspect.isabstract(cls):
         missing = ", ".join(f"{name}()" for name in sorted(cls.__abstractmethods__))
         raise KeyError(f"{path!r} is an abstract class: it does not implement {missing}")
     return cls
 
 
-def _adapter(library: str, env_id: str) -> type[Environment] | type[BatchedEnvironment]:
+def _adapter(library: str, env_id: str) -> EnvClass:
     try:
         module = importlib.import_module(ADAPTERS[library])
     except ImportError as err:
@@ -173,12 +189,69 @@ def make_vec(
         env.validate = validate
         return env if wrap is None else wrap(env)
     factory = functools.partial(cls, **_constructor_kwargs(name, kwargs))
+    return vectorize(factory, num_envs, seed, processes=processes, validate=validate, wrap=wrap)
+
+
+def vectorize(
+    factory: Callable[[], Environment | MultiPlayerEnvironment],
+    num_envs: int,
+    seed: int | None = None,
+    *,
+    processes: int = 0,
+    validate: bool = False,
+    wrap: Callable[[VecEnv], VecEnv] | None = None,
+) -> VecEnv:
+    """``num_envs`` environments from ``factory`` (a class or a zero-argument callable), as
+    :func:`make_vec` builds them: for a multi-player game, ``num_envs`` games with one row per
+    (game, player)."""
+    if _builds_games(factory):
+        return _player_vec(factory, num_envs, seed, processes, validate, wrap)  # type: ignore[arg-type]
     if processes > 1:
         return ProcessVecEnv(
-            factory, num_envs, seed, num_workers=processes, validate=validate, wrap=wrap
+            factory,  # type: ignore[arg-type]
+            num_envs,
+            seed,
+            num_workers=processes,
+            validate=validate,
+            wrap=wrap,
         )
-    serial = SerialVecEnv(factory, num_envs, seed, validate=validate)
+    serial = SerialVecEnv(factory, num_envs, seed, validate=validate)  # type: ignore[arg-type]
     return serial if wrap is None else wrap(serial)
+
+
+def _builds_games(factory: Callable[[], Any]) -> bool:
+    """Whether ``factory`` builds multi-player games (a factory that is neither a class nor a
+    partial of one is asked by building one)."""
+    target = factory.func if isinstance(factory, functools.partial) else factory
+    if isinstance(target, type):
+        return issubclass(target, MultiPlayerEnvironment)
+    probe = factory()
+    probe.close()
+    return isinstance(probe, MultiPlayerEnvironment)
+
+
+def _player_vec(
+    factory: Callable[[], MultiPlayerEnvironment],
+    num_games: int,
+    seed: int | None,
+    processes: int,
+    validate: bool,
+    wrap: Callable[[VecEnv], VecEnv] | None,
+) -> VecEnv:
+    """``num_games`` games of a multi-player environment, one row per (game, player)."""
+    target = factory.func if isinstance(factory, functools.partial) else factory
+    name = getattr(target, "__name__", type(target).__name__)
+    if processes > 1:
+        raise MultiPlayerSettingError(
+            f"rollout.processes: {name} is a multi-player game, whose games step in the "
+            f"training process (got processes={processes}; use processes=1)"
+        )
+    if wrap is not None:
+        raise MultiPlayerSettingError(
+            f"env.stack: {name} is a multi-player game, for which observation stacking is not "
+            "supported yet (use env.stack=1)"
+        )
+    return PlayerVecEnv(factory, num_games, seed, validate=validate)
 
 
 __all__ = [
@@ -186,6 +259,7 @@ __all__ = [
     "REGISTRY",
     "CherryPick",
     "CherryPickBatched",
+    "CoinDuel",
     "Corridor",
     "Count",
     "FloorIsLava",
@@ -195,9 +269,11 @@ __all__ = [
     "MultiArmedBandit",
     "MultiSnake",
     "NotHotdog",
+    "PackHunt",
     "PickMatchingBalls",
     "Recall",
     "RockPaperScissors",
+    "RockPaperScissorsDuel",
     "TreasureHunt",
     "Xor",
     "check_kwargs",

@@ -1,8 +1,8 @@
-"""Helpers shared by the grid worlds: sampling free cells."""
+"""Helpers shared by the grid worlds: sampling free cells, moves, drawing."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 
@@ -21,3 +21,28 @@ def sample_free_cells(
             f"cannot place {count} items on a {width}x{height} grid with {len(free)} free cells"
         )
     return [free[i] for i in rng.choice(len(free), count, replace=False).tolist()]
+
+
+MOVES_OR_STAY: dict[str, Cell] = {
+    "stay": (0, 0),
+    "up": (0, 1),
+    "down": (0, -1),
+    "left": (-1, 0),
+    "right": (1, 0),
+}
+"""The moves of the multi-player grid games, by label: the cell offset of each."""
+
+
+def step_within(cell: Cell, move: str, width: int, height: int) -> Cell:
+    """Where ``move`` (a label of :data:`MOVES_OR_STAY`) leads from ``cell``; a move off the
+    grid stays."""
+    dx, dy = MOVES_OR_STAY[move]
+    x, y = cell[0] + dx, cell[1] + dy
+    return (x, y) if 0 <= x < width and 0 <= y < height else cell
+
+
+def draw_grid(width: int, height: int, symbols: Mapping[Cell, str]) -> str:
+    """The grid as text, top row first: each cell's symbol, '.' where it has none."""
+    return "\n".join(
+        "".join(symbols.get((x, y), ".") for x in range(width)) for y in reversed(range(height))
+    )

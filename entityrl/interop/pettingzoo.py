@@ -1,20 +1,21 @@
-"""PettingZoo parallel environments, every agent a row of one shared policy.
+"""PettingZoo parallel environments as multi-player games: every agent a player.
 
-entityrl has no multi-player API yet (one observation per player, a policy per player); until
-it does, a PettingZoo parallel environment becomes a batch in which each agent of each copy is
-one row, and one policy acts for all of them. ``num_envs`` counts rows: a multiple of the
-number of agents (``possible_agents``), copy ``c``'s agent ``a`` being row
-``c * agents + a``. Agents therefore need the same observation and action spaces (each space
-translated by the rule of :mod:`entityrl.interop.gym_spaces`); two global features are added:
-which agent the row is (one-hot ``agent=<name>``) and ``active`` (0 once the agent is gone).
+A PettingZoo parallel environment becomes a :class:`~entityrl.env.multiplayer.MultiPlayerEnvironment`
+whose players are its ``possible_agents``; ``make_vec`` then batches one row per (copy, agent)
+(:mod:`entityrl.env.multiplayer_vec`), so ``algo=ppo`` trains one shared policy for every
+agent, ``algo=selfplay`` pits the learner against its snapshots and ``algo=poca`` trains a
+cooperative group. The agents need the same observation and action spaces (each translated by
+the rule of :mod:`entityrl.interop.gym_spaces`); a one-hot global feature ``agent=<name>``
+says which agent a player is, so roles can differ.
 
-An agent that is done before the others waits in its row, taking no action and getting no
-reward, until every agent of its copy is done; then the copy resets, and each row reports its
-agent's episode. A row is truncated when its agent was cut off on the copy's last step.
-AEC environments are not supported (use their ``parallel_env``).
+An agent that is terminated or truncated leaves the game (its observation is ``done``;
+truncated ones keep their final observation for bootstrapping); an agent that appears later
+joins it; the game ends when no agent is left. AEC environments are not supported (use their
+``parallel_env``, or PettingZoo's ``aec_to_parallel``).
 
 Registry names: ``pettingzoo:<PettingZoo's id>``, such as ``pettingzoo:classic/rps-v2``;
-constructor arguments go to ``pettingzoo.make("parallel", id, ...)``.
+constructor arguments go to ``pettingzoo.make("parallel", id, ...)``. ``num_envs`` counts
+copies (games).
 """
 
 from __future__ import annotations
@@ -25,15 +26,15 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 import pettingzoo
 from gymnasium.vector.utils import concatenate, create_empty_array
 from pettingzoo import ParallelEnv
 
-from entityrl.env import BatchedEnvironment, ObsSpace, VecObs
+from entityrl.env import Action, Observation, ObsSpace
 from entityrl.env.actions import kind_of
+from entityrl.env.multiplayer import MultiPlayerEnvironment, PlayerActions
+from entityrl.env.spaces import ActionSpace
 from entityrl.interop.gym_spaces import ActionRule, ObservationRule, UnsupportedSpaceError
-from entityrl.ragged import RaggedArray
 
 
 def check_id(env_id: str) -> None:
@@ -46,149 +47,103 @@ def check_id(env_id: str) -> None:
         raise KeyError(f"PettingZoo has no parallel environment {env_id!r}.{hint}")
 
 
-class PettingZooVecEnv(BatchedEnvironment):
-    """``num_envs // agents`` copies of a PettingZoo parallel environment, one row per agent.
+class PettingZooGame(MultiPlayerEnvironment):
+    """One copy of a PettingZoo parallel environment, each of its agents a player.
 
     ``env_id`` is PettingZoo's id (``classic/rps-v2``) or a function returning a
     :class:`pettingzoo.ParallelEnv` (called with ``env_kwargs``).
     """
 
-    def __init__(
-        self,
-        num_envs: int,
-        seed: int | None = None,
-        *,
-        validate: bool = False,
-        env_id: str | Callable[[], ParallelEnv],
-        **env_kwargs: Any,
-    ) -> None:
-        super().__init__(num_envs, seed, validate=validate)
+    def __init__(self, env_id: str | Callable[..., ParallelEnv], **env_kwargs: Any) -> None:
         if isinstance(env_id, str):
             check_id(env_id)
             maker = functools.partial(pettingzoo.make, "parallel", env_id)
         else:
             maker = env_id
-        first = maker(**env_kwargs)
-        self.agents = list(first.possible_agents)
-        name = str(first.metadata.get("name", env_id))
-        if num_envs % len(self.agents):
-            raise ValueError(
-                f"{name}: num_envs counts rows, one per agent: expected a multiple of "
-                f"{len(self.agents)} (agents {self.agents}), got {num_envs}"
-            )
-        self.copies = [first] + [
-            maker(**env_kwargs) for _ in range(num_envs // len(self.agents) - 1)
-        ]
-        self.single_space = first.observation_space(self.agents[0])
-        action = first.action_space(self.agents[0])
+        self.env = maker(**env_kwargs)
+        self.agents = list(self.env.possible_agents)
+        name = str(self.env.metadata.get("name", env_id))
+        self.space = self.env.observation_space(self.agents[0])
+        action = self.env.action_space(self.agents[0])
         for agent in self.agents[1:]:
             if (
-                first.observation_space(agent) != self.single_space
-                or first.action_space(agent) != action
+                self.env.observation_space(agent) != self.space
+                or self.env.action_space(agent) != action
             ):
                 raise UnsupportedSpaceError(
                     f"{name}: agents {self.agents[0]!r} and {agent!r} have different spaces; one "
                     "shared policy needs the same observation and action spaces for all agents"
                 )
-        self.observation_rule = ObservationRule(self.single_space, env_name=name)
+        self.observation_rule = ObservationRule(self.space, env_name=name)
         self.action_rule = ActionRule(action, env_name=name)
         rule_space = self.observation_rule.obs_space
-        self.obs_space = ObsSpace(
+        self._obs_space = ObsSpace(
             entities=rule_space.entities,
-            global_features=[
-                *rule_space.global_features,
-                *(f"agent={a}" for a in self.agents),
-                "active",
-            ],
+            global_features=[*rule_space.global_features, *(f"agent={a}" for a in self.agents)],
         )
-        self.action_space = dict(self.action_rule.action_space)
-        empty = create_empty_array(self.single_space, 1)
-        self._latest: list[Any] = [empty] * num_envs  # each row's latest observation
-        self._active = np.zeros(num_envs, dtype=np.bool_)
-        self._cut_off = np.zeros(num_envs, dtype=np.bool_)
+        self._action_space = dict(self.action_rule.action_space)
+        self._masks = {n: kind_of(s).mask() for n, s in self._action_space.items()}
+        self._identity = np.eye(len(self.agents), dtype=np.float32)
+        self._latest: dict[str, Any] = {}  # each agent's latest observation
 
-    def reset_envs(self, envs: npt.NDArray[np.int64]) -> None:
-        n = len(self.agents)
-        for copy in np.unique(envs // n):
-            observations, _ = self.copies[copy].reset(seed=int(self.rng.integers(2**31 - 1)))
-            for a, agent in enumerate(self.agents):
-                self._latest[copy * n + a] = observations[agent]
-            self._active[copy * n : (copy + 1) * n] = True
-            self._cut_off[copy * n : (copy + 1) * n] = False
+    def players(self) -> list[str]:
+        return self.agents
 
-    def step(
-        self, actions: Mapping[str, RaggedArray]
-    ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.bool_]]:
-        # One column per choice (or per component of a Box's continuous action); rows of
-        # agents that are gone keep zeros, which nobody receives.
-        columns = []
-        for name in self.action_space:
-            given = actions[name]
-            column = np.zeros((self.num_envs, given.features), dtype=given.dtype)
-            column[given.lengths > 0] = given.data
-            columns.append(column)
-        decoded = self.action_rule.decode(np.concatenate(columns, axis=1))
-        reward = np.zeros(self.num_envs, dtype=np.float32)
-        done = np.zeros(self.num_envs, dtype=np.bool_)
-        n = len(self.agents)
-        for copy, env in enumerate(self.copies):
-            rows = range(copy * n, (copy + 1) * n)
-            acting = {
-                a: decoded[r] for a, r in zip(self.agents, rows, strict=True) if self._active[r]
-            }
-            observations, rewards, terminated, truncated, _ = env.step(acting)
-            for agent, row in zip(self.agents, rows, strict=True):
-                if agent in acting:
-                    reward[row] = rewards.get(agent, 0.0)
-                    self._latest[row] = observations.get(agent, self._latest[row])
-                    self._cut_off[row] = bool(truncated.get(agent)) and not terminated.get(agent)
-                    self._active[row] = not (terminated.get(agent) or truncated.get(agent))
-                else:  # gone earlier: its episode was not cut off on its copy's last step
-                    self._cut_off[row] = False
-            done[list(rows)] = not env.agents
-        return reward, done
+    def obs_space(self) -> ObsSpace:
+        return self._obs_space
 
-    def truncated(self, ended: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_] | None:
-        return self._cut_off[ended]
+    def action_space(self) -> Mapping[str, ActionSpace]:
+        return self._action_space
 
-    def observe(self) -> VecObs:
-        rows = self.num_envs
-        batch = concatenate(
-            self.single_space, self._latest, create_empty_array(self.single_space, rows)
-        )
-        identity = np.tile(
-            np.eye(len(self.agents), dtype=np.float32), (rows // len(self.agents), 1)
-        )
-        features = self.observation_rule.entities(batch, rows)
-        entity_count = sum((f.lengths for f in features.values()), np.zeros(rows, np.int64))
-        active = self._active.astype(np.int64)
-        # Rows of agents that are gone take no action: no actor (the pseudo-entity) there.
-        actor = RaggedArray(entity_count[self._active].reshape(-1, 1), active)
-        return VecObs(
-            features=features,
+    def reset(self) -> dict[str, Observation]:
+        observations, _ = self.env.reset(seed=int(self.rng.integers(2**31 - 1)))
+        self._latest = dict(observations)
+        return {agent: self._observe(agent, 0.0, False, False) for agent in observations}
+
+    def act(self, actions: PlayerActions) -> dict[str, Observation]:
+        decoded = {agent: self._decode(chosen) for agent, chosen in actions.items()}
+        observations, rewards, terminated, truncated, _ = self.env.step(decoded)
+        self._latest.update(observations)
+        answered = {}
+        for agent in actions:
+            ended, cut = bool(terminated.get(agent)), bool(truncated.get(agent))
+            reward = float(rewards.get(agent, 0.0))
+            answered[agent] = self._observe(agent, reward, ended or cut, cut and not ended)
+        for agent in observations.keys() - actions.keys():  # an agent that appeared: joins
+            answered[agent] = self._observe(agent, 0.0, False, False)
+        return answered
+
+    def _decode(self, chosen: Mapping[str, Action]) -> Any:
+        """One agent's entityrl actions -> its PettingZoo action."""
+        values = []
+        for name in self._action_space:
+            action = chosen[name]
+            # A global categorical action's choice, or a Box's continuous values.
+            chosen_values = action.index if hasattr(action, "index") else action.values  # type: ignore[union-attr]
+            values.append(np.atleast_1d(chosen_values))
+        return self.action_rule.decode(np.concatenate(values).reshape(1, -1))[0]
+
+    def _observe(self, agent: str, reward: float, done: bool, truncated: bool) -> Observation:
+        batch = concatenate(self.space, [self._latest[agent]], create_empty_array(self.space, 1))
+        features = self.observation_rule.entities(batch, 1)
+        identity = self._identity[self.agents.index(agent)]
+        return Observation(
+            features={name: rows.data for name, rows in features.items()},
             global_features=np.concatenate(
-                [
-                    self.observation_rule.global_features(batch, rows),
-                    identity,
-                    self._active.astype(np.float32).reshape(-1, 1),
-                ],
-                axis=1,
+                [self.observation_rule.global_features(batch, 1)[0], identity]
             ),
-            action_masks={
-                name: kind_of(space).vec_mask(actor) for name, space in self.action_space.items()
-            },
-            reward=np.zeros(rows, dtype=np.float32),
-            done=np.zeros(rows, dtype=np.bool_),
+            actions={} if done else self._masks,
+            reward=reward,
+            done=done,
+            truncated=truncated,
         )
 
-    def get_state(self) -> bytes:
-        # Not every PettingZoo environment can be pickled; a resumed run starts new episodes.
-        raise NotImplementedError("PettingZoo environments cannot save their state")
+    def render(self) -> str:
+        return str(self.env.render())
 
     def close(self) -> None:
-        for env in self.copies:
-            env.close()
+        self.env.close()
 
 
-ADAPTER = PettingZooVecEnv
+ADAPTER = PettingZooGame
 """What ``pettingzoo:<id>`` names in entityrl's registry."""

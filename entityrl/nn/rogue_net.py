@@ -355,6 +355,13 @@ class RogueNet(nn.Module):
         x, _ = self._remember(x, batch.layout, state, None)
         return self.value_head(row_mean(x, batch.layout)).cpu()
 
+    def embed(self, obs: VecObs) -> torch.Tensor:
+        """Each row's pooled embedding (rows, d_model) from the value's encoder, with
+        gradients: what another model (a group critic) builds on."""
+        batch = self.prepare(obs).to(self.device)
+        encoder = self.encoder if self.value_encoder is None else self.value_encoder
+        return row_mean(encoder(batch, attention_context(batch.layout)), batch.layout)
+
     def evaluate(
         self,
         obs: VecObs,

@@ -277,10 +277,12 @@ def evaluate(
     obs = env.reset()
     while (counted < quota).any():
         obs = env.act(agent.act(obs))
+        # In a multi-player game the agent plays every seat, and an episode is a whole game.
+        done = obs.done if obs.game_over is None else obs.game_over
         lengths += 1
-        lengths[obs.done] = 0
+        lengths[done] = 0
         _check_episode_lengths(lengths, counted < quota, max_steps)
-        ended = np.flatnonzero(obs.done)
+        ended = np.flatnonzero(done)
         if not ended.size:
             continue
         keep = counted[ended] < quota[ended]

@@ -26,8 +26,10 @@ from omegaconf.errors import OmegaConfBaseException
 
 from entityrl.algo.bc import BCConfig
 from entityrl.algo.gail import GAILConfig
+from entityrl.algo.poca import POCAConfig
 from entityrl.algo.ppo import OptimConfig, PPOConfig, require_positive
 from entityrl.algo.rnd import RNDConfig
+from entityrl.algo.self_play import SelfPlayConfig
 from entityrl.nn.device import check_device_setting
 from entityrl.nn.rogue_net import RogueNetConfig
 
@@ -119,7 +121,13 @@ class EvalConfig:
         require_positive("eval", episodes=self.episodes, num_envs=self.num_envs)
 
 
-ALGORITHMS = ("ppo", "bc", "gail")  # entityrl.training.algorithms.ALGORITHMS, by name
+ALGORITHMS = (
+    "ppo",
+    "bc",
+    "gail",
+    "selfplay",
+    "poca",
+)  # entityrl.training.algorithms.ALGORITHMS, by name
 
 
 @dataclass
@@ -155,10 +163,15 @@ class TrainConfig:
     """The mean episode return this configuration is known to reach within total_timesteps."""
     algo: str = "ppo"
     """The algorithm: ppo (reinforcement learning in the environment), bc (behaviour cloning
-    from the recordings in bc.demos; `entityrl bc`) or gail (PPO on a reward learned from the
-    recordings in bc.demos)."""
+    from the recordings in bc.demos; `entityrl bc`), gail (PPO on a reward learned from the
+    recordings in bc.demos), selfplay (PPO in a multi-player game against snapshots of the
+    learner) or poca (MA-POCA: PPO for a cooperative group with a centralized critic and
+    per-agent counterfactual baselines). ppo on a multi-player game plays every seat with the
+    one policy (independent learners)."""
     bc: BCConfig = field(default_factory=BCConfig)
     gail: GAILConfig = field(default_factory=GAILConfig)
+    selfplay: SelfPlayConfig = field(default_factory=SelfPlayConfig)
+    poca: POCAConfig = field(default_factory=POCAConfig)
     init_from: str | None = None
     """Start from the weights (and input normalization) of this run directory or checkpoint,
     e.g. a behaviour-cloning run; its network config and spaces must match."""

@@ -30,16 +30,16 @@ import torch
 from entityrl.algo.optimizer import adam
 from entityrl.algo.reduce import Reducer
 from entityrl.env.environment import Environment
-from entityrl.env.process_vec_env import ProcessVecEnv
+from entityrl.env.multiplayer_vec import MultiPlayerSettingError
 from entityrl.env.stacking import stacking
-from entityrl.env.vec_env import EnvFactory, SerialVecEnv, VecEnv
+from entityrl.env.vec_env import EnvFactory, VecEnv
 from entityrl.nn.device import resolve_device
 from entityrl.nn.rogue_net import RogueNet
 from entityrl.training import checkpoint as ckpt
 from entityrl.training import run_dir as run_dirs
 from entityrl.training.algorithms.base import Context
 from entityrl.training.callbacks import Callback
-from entityrl.training.config import TrainConfig, load_config, to_dict, to_yaml
+from entityrl.training.config import ConfigError, TrainConfig, load_config, to_dict, to_yaml
 from entityrl.training.init_from import load_initial_weights
 from entityrl.training.periodic_eval import BEST_FILE, PeriodicEvaluator
 from entityrl.training.progress import ProgressReporter
@@ -75,7 +75,7 @@ def make_env(
 
     Environment ``i`` is seeded with ``config.seed + seed_offset + i``.
     """
-    from entityrl.envs import make_vec
+    from entityrl.envs import make_vec, vectorize
 
     n = num_envs or config.rollout.num_envs
     seed = config.seed + seed_offset
@@ -90,18 +90,14 @@ def make_env(
             wrap=wrap,
             **config.env.kwargs,
         )
-    factory: EnvFactory = env  # a class or a zero-argument callable
-    if config.rollout.processes > 1:
-        return ProcessVecEnv(
-            factory,
-            n,
-            seed,
-            num_workers=config.rollout.processes,
-            validate=config.env.validate,
-            wrap=wrap,
-        )
-    serial = SerialVecEnv(factory, n, seed, validate=config.env.validate)
-    return serial if wrap is None else wrap(serial)
+    return vectorize(  # a class or a zero-argument callable
+        env,
+        n,
+        seed,
+        processes=config.rollout.processes,
+        validate=config.env.validate,
+        wrap=wrap,
+    )
 
 
 def default_run_dir(config: TrainConfig) -> Path:
@@ -188,7 +184,10 @@ class Trainer:
         algorithm.check(config)
         per_rank = algorithm.num_envs(config) // self.reducer.world_size
         # Environment i of rank r is seeded like environment r * per_rank + i of one process.
-        self.env = make_env(config, env, num_envs=per_rank, seed_offset=self.rank * per_rank)
+        try:
+            self.env = make_env(config, env, num_envs=per_rank, seed_offset=self.rank * per_rank)
+        except MultiPlayerSettingError as err:
+            raise ConfigError(str(err)) from None
         try:
             self.net = RogueNet(
                 self.env.obs_space, self.env.action_space, config.net, device=self.device

@@ -38,6 +38,11 @@ class _Transition:
     bootstrap: npt.NDArray[np.float32] | None = None
     # With net.memory, per row, the state the policy acted from.
     state: npt.NDArray[np.float32] | None = None
+    # In multi-player games, per row: whether its player was in play (acted); its group's
+    # reward for the step; whether its game ended with the step.
+    active: npt.NDArray[np.bool_] | None = None
+    group_reward: npt.NDArray[np.float32] | None = None
+    game_over: npt.NDArray[np.bool_] | None = None
 
 
 # A step's transition and the episode metrics it reported.
@@ -117,11 +122,19 @@ class Sampler:
         transitions, self.obs, self.state = _run(
             self.net, self.env, self.obs, self.state, self.steps, self.generator
         )
-        return self._rollout([transitions])
+        return self._rollout([transitions], self.obs, self.state)
 
-    def _rollout(self, groups: list[list[_Step]]) -> Rollout:
+    @property
+    def num_rows(self) -> int:
+        """Rows of each step of a rollout (the environments the learner acts in)."""
+        return self.env.num_envs
+
+    def _rollout(
+        self, groups: list[list[_Step]], next_obs: VecObs, next_state: torch.Tensor | None
+    ) -> Rollout:
         """Assemble the steps of groups of environments (in environment order) into a
-        Rollout whose rows are ordered (step, environment)."""
+        Rollout whose rows are ordered (step, environment); ``next_obs`` (and the policy's
+        ``next_state``) follow the last step."""
         steps = [[group[t][0] for group in groups] for t in range(self.steps)]
         parts: dict[str, list[npt.NDArray[np.float64]]] = {}
         for t in range(self.steps):
@@ -133,7 +146,14 @@ class Sampler:
         rewards = np.stack([np.concatenate([t.reward for t in step]) for step in steps])  # type: ignore[misc]
         dones = np.stack([np.concatenate([t.done for t in step]) for step in steps])  # type: ignore[misc]
         bootstrap = np.stack([np.concatenate([t.bootstrap for t in step]) for step in steps])  # type: ignore[misc]
-        next_values = self.net.values(self.obs, self.state).numpy()
+        next_values = self.net.values(next_obs, next_state).numpy()
+
+        def stacked(field: str) -> npt.NDArray[Any] | None:
+            """(steps, envs) of a per-row field that only some environments give."""
+            if getattr(flat[0], field) is None:
+                return None
+            return np.stack([np.concatenate([getattr(t, field) for t in step]) for step in steps])
+
         names = list(self.env.action_space)
         return Rollout(
             obs=VecObs.concat([t.obs for t in flat], self.env.choices),
@@ -143,10 +163,13 @@ class Sampler:
             rewards=rewards,
             dones=dones,
             bootstrap=bootstrap,
-            next_obs=self.obs,
+            next_obs=next_obs,
             next_values=next_values,
             metrics={key: np.concatenate(values) for key, values in parts.items()},
-            states=None if self.state is None else np.concatenate([t.state for t in flat]),  # type: ignore[misc]
+            states=None if next_state is None else np.concatenate([t.state for t in flat]),  # type: ignore[misc]
+            active=stacked("active"),
+            group_rewards=stacked("group_reward"),
+            game_over=stacked("game_over"),
         )
 
 
@@ -195,7 +218,7 @@ class WorkerSampler(Sampler):
         self.obs = self.env.assemble([latest for _, latest, _ in parts])
         if self.state is not None:
             self.state = torch.cat([torch.from_numpy(state) for _, _, state in parts])
-        return self._rollout([transitions for transitions, _, _ in parts])
+        return self._rollout([transitions for transitions, _, _ in parts], self.obs, self.state)
 
 
 def _install_policy(envs: SerialVecEnv, context: dict[str, Any], policy: bytes) -> None:
@@ -240,9 +263,15 @@ def make_sampler(
 ) -> Sampler:
     """A :class:`WorkerSampler` for environments in worker processes when the policy runs on
     the CPU (each worker runs a copy of it, its actions drawn from a generator seeded from
-    ``rng``), else a :class:`Sampler` drawing from ``generator`` (on another device the
+    ``rng``), a :class:`~entityrl.training.player_sampler.PlayerSampler` for multi-player games
+    (the policy plays every seat), else a :class:`Sampler` drawing from ``generator`` (on another device the
     training process runs the policy for all environments, which still step in their worker
     processes)."""
+    from entityrl.env.multiplayer_vec import PlayerVecEnv
+    from entityrl.training.player_sampler import PlayerSampler
+
+    if isinstance(env, PlayerVecEnv):
+        return PlayerSampler(env, net, steps, generator)
     if isinstance(env, ProcessVecEnv) and net.device.type == "cpu":
         return WorkerSampler(env, net, steps, rng)
     return Sampler(env, net, steps, generator)

@@ -97,6 +97,22 @@ def malformed_metrics(run: Path) -> None:
 
 # (arguments, exit code, what the one line says after "entityrl CMD: error: ")
 ONE_LINE_CASES = {
+    "train: worker processes for a multi-player game": (
+        ["train", "PackHunt", "rollout.processes=2", *SMALL],
+        2,
+        r"rollout.processes: PackHunt is a multi-player game, whose games step in the training "
+        r"process \(got processes=2; use processes=1\)",
+    ),
+    "train: memory in a multi-player game": (
+        ["train", "PackHunt", "algo=ppo", "net.memory=true", *SMALL],
+        2,
+        r"net.memory: not supported in multi-player games yet",
+    ),
+    "train: self-play in a one-player environment": (
+        ["train", "CherryPick", "algo=selfplay", *SMALL],
+        2,
+        r"algo=selfplay needs a multi-player environment; CherryPick has one player",
+    ),
     "eval of a file that is not a checkpoint": (
         ["eval", "user_envs.py"],
         2,

@@ -205,6 +205,7 @@ def test_episode_end_reports_return_and_length():
 
 
 # ------------------------------------------------------------------ watching an agent
+# In a multi-player game the random agent plays the first seat, random moves the others.
 @pytest.mark.parametrize("env_name", names())
 def test_random_agent_plays_every_registered_environment(monkeypatch, capsys, env_name):
     args = [env_name, "--random-agent", "--steps", "12", "--delay", "0", "--seed", "0"]
@@ -235,8 +236,18 @@ def test_command_runs_without_a_terminal():
         (["MineSweeper", "--kwargs", "[4]"], "--kwargs must be a JSON object"),
         (["MineSweeper", "--kwargs", '{"widht": 4}'], "unknown argument 'widht'; accepted: width"),
         (["MineSweeper", "--kwargs", '{"width": 1}'], "cannot hold 5 mines and 2 robots"),
+        (["MineSweeper", "--seat", "0"], "--seat: MineSweeper is not a multi-player game"),
+        (["CoinDuel", "--seat", "7"], "--seat: unknown player '7'; CoinDuel's players: ['0', '1']"),
     ],
-    ids=["unknown env", "bad json", "not an object", "unknown kwarg", "bad value"],
+    ids=[
+        "unknown env",
+        "bad json",
+        "not an object",
+        "unknown kwarg",
+        "bad value",
+        "seat in a one-player env",
+        "unknown seat",
+    ],
 )
 def test_bad_arguments_exit_2_with_one_clear_line(monkeypatch, capsys, args, message):
     code, out, err = run_cli(monkeypatch, capsys, args, typed="")
@@ -255,3 +266,13 @@ def test_errors_print_no_traceback_from_the_installed_command():
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert "--kwargs is not valid JSON" in result.stderr
+
+
+# ------------------------------------------------------------------ multi-player games
+def test_a_person_plays_one_seat_against_random_moves(monkeypatch, capsys):
+    # Seat 1 of RockPaperScissorsDuel: paper (1) twice, then quit.
+    args = ["RockPaperScissorsDuel", "--seat", "1", "--seed", "0"]
+    code, out, err = run_cli(monkeypatch, capsys, args, typed="1\n1\nq\n")
+    assert code == 0, err
+    assert out.count("throw: Player #0 -> paper") == 2
+    assert re.search(r"2 steps, 2 episodes ended, mean return -?\d", out)

@@ -58,7 +58,9 @@ def exportable(action_space) -> bool:
     return all(isinstance(s, EXPORTED_SPACES) for s in action_space.values())
 
 
-EXPORTABLE = sorted(n for n in REGISTRY if exportable(make_vec(n, 1, seed=0).action_space))
+EXPORTABLE = sorted(
+    n for n, cls in REGISTRY.items() if exportable(make_vec(n, 1, seed=0).action_space)
+)
 
 
 @pytest.mark.parametrize("name", EXPORTABLE)

@@ -1,4 +1,4 @@
-"""PettingZoo parallel environments: one row per agent, waiting rows, truncation per agent."""
+"""PettingZoo parallel environments as multi-player games: agents leave, join, are cut off."""
 
 from __future__ import annotations
 
@@ -12,18 +12,20 @@ pytest.importorskip("pettingzoo")
 from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
+from entityrl.env.multiplayer_vec import PlayerVecEnv
 from entityrl.envs import make_vec
 from entityrl.interop.gym_spaces import UnsupportedSpaceError
-from entityrl.interop.pettingzoo import PettingZooVecEnv
+from entityrl.interop.pettingzoo import PettingZooGame
 from entityrl.ragged import RaggedArray
 
 
 class LeaveEarly(ParallelEnv):  # type: ignore[misc]
-    """ "quick" finishes (terminated) after one step; "slow" is cut off after three. Each
-    agent's reward is its action; it observes the step count."""
+    """ "quick" finishes (terminated) after one step; "slow" is cut off after three; "late"
+    appears after the first step and finishes with "slow". Each agent's reward is its action;
+    it observes the step count."""
 
     metadata = {"name": "leave_early"}  # noqa: RUF012
-    possible_agents = ["quick", "slow"]  # noqa: RUF012
+    possible_agents = ["quick", "slow", "late"]  # noqa: RUF012
 
     def __init__(self, action_size: int = 2) -> None:
         self.action_size = action_size
@@ -36,7 +38,7 @@ class LeaveEarly(ParallelEnv):  # type: ignore[misc]
 
     def reset(self, seed: int | None = None, options: Any = None) -> tuple[dict, dict]:
         self.t = 0
-        self.agents = list(self.possible_agents)
+        self.agents = ["quick", "slow"]
         return {a: np.zeros(1, np.float32) for a in self.agents}, {}
 
     def step(self, actions: dict) -> tuple[dict, ...]:
@@ -44,47 +46,48 @@ class LeaveEarly(ParallelEnv):  # type: ignore[misc]
         obs = {a: np.full(1, self.t, np.float32) for a in actions}
         rewards = {a: float(v) for a, v in actions.items()}
         terminated = {a: a == "quick" for a in actions}
-        truncated = {a: a == "slow" and self.t == 3 for a in actions}
+        truncated = {a: a != "quick" and self.t == 3 for a in actions}
         self.agents = [a for a in self.agents if not (terminated[a] or truncated[a])]
+        if self.t == 1:
+            self.agents.append("late")
+            obs["late"] = np.full(1, self.t, np.float32)
         return obs, rewards, terminated, truncated, {a: {} for a in actions}
 
 
-def _act(env: PettingZooVecEnv, last, choice: int):  # type: ignore[no-untyped-def]
+def _act(env: PlayerVecEnv, last, choice: int):  # type: ignore[no-untyped-def]
     lengths = last.action_masks["action"].actors.lengths
     data = np.full((int(lengths.sum()), 1), choice, np.int64)
     return env.act({"action": RaggedArray(data, lengths)})
 
 
-def test_agents_are_rows_and_wait_after_leaving_until_the_copy_ends() -> None:
-    env = PettingZooVecEnv(4, seed=0, validate=True, env_id=LeaveEarly)
+def test_agents_are_players_that_leave_join_and_are_cut_off() -> None:
+    env = make_vec("entityrl.interop.pettingzoo:PettingZooGame", 2, seed=0, validate=True,
+                   env_id=LeaveEarly)  # fmt: skip
+    assert isinstance(env, PlayerVecEnv) and env.players == ["quick", "slow", "late"]
+    assert env.obs_space.global_features == ("obs[0]", "agent=quick", "agent=slow", "agent=late")
     obs = env.reset()
-    assert env.obs_space.global_features == ("obs[0]", "agent=quick", "agent=slow", "active")
-    assert obs.action_masks["action"].actors.lengths.tolist() == [1, 1, 1, 1]
+    assert obs.action_masks["action"].actors.lengths.tolist() == [1, 1, 0] * 2
     obs = _act(env, obs, 1)
-    # "quick" left: its rows wait, with no actor and "active" 0.
-    assert obs.action_masks["action"].actors.lengths.tolist() == [0, 1, 0, 1]
-    assert obs.global_features[:, -1].tolist() == [0, 1, 0, 1]
-    assert not obs.done.any()
+    # "quick" left, "late" joined (its first observation earns nothing).
+    assert obs.done.tolist() == [True, False, False] * 2
+    assert obs.active.tolist() == [False, True, True] * 2
+    assert obs.reward.tolist() == [1, 1, 0] * 2
     obs = _act(env, obs, 1)
-    assert obs.reward.tolist() == [0, 1, 0, 1]  # waiting rows earn nothing
     obs = _act(env, obs, 1)
-    assert obs.done.all()
-    assert obs.truncated is not None and obs.truncated.tolist() == [False, True, False, True]
-    assert obs.final is not None and obs.final.global_features[:, 0].tolist() == [3.0, 3.0]
-    assert obs.metrics["episode_return"].tolist() == [1, 3, 1, 3]
-    assert obs.action_masks["action"].actors.lengths.tolist() == [1, 1, 1, 1]  # new episodes
+    assert obs.game_over.all()
+    assert obs.truncated is not None and obs.truncated.tolist() == [False, True, True] * 2
+    assert obs.final is not None and obs.final.global_features[:, 0].tolist() == [3.0] * 4
+    assert obs.metrics["episode_return"].tolist() == [1, 3, 2] * 2
 
 
-def test_rows_must_be_a_multiple_of_the_agents_and_spaces_shared() -> None:
-    with pytest.raises(ValueError, match="expected a multiple of 2"):
-        PettingZooVecEnv(3, env_id=LeaveEarly)
+def test_agents_must_share_their_spaces() -> None:
     with pytest.raises(UnsupportedSpaceError, match="'quick' and 'slow' have different spaces"):
-        PettingZooVecEnv(2, env_id=lambda: LeaveEarly(action_size=3))
+        PettingZooGame(lambda: LeaveEarly(action_size=3))
 
 
-def test_registry_builds_pettingzoo_modules() -> None:
+def test_registry_builds_pettingzoo_modules_as_games() -> None:
     env = make_vec("pettingzoo:classic/rps-v2", 2, seed=0, max_cycles=3)
-    assert env.num_envs == 2 and "agent=player_1" in env.obs_space.global_features
+    assert env.num_envs == 4 and "agent=player_1" in env.obs_space.global_features
     with pytest.raises(KeyError, match="Did you mean classic/rps-v2"):
         make_vec("pettingzoo:classic/rps-v3", 2)
 
@@ -100,9 +103,22 @@ class LeaveEarlyWithTorque(LeaveEarly):
 
 
 def test_box_actions_are_continuous_and_every_agent_receives_its_own_clipped() -> None:
-    env = PettingZooVecEnv(4, seed=0, validate=True, env_id=LeaveEarlyWithTorque)
+    env = PlayerVecEnv(lambda: PettingZooGame(LeaveEarlyWithTorque), 2, seed=0, validate=True)
     last = env.reset()
     lengths = last.action_masks["action"].actors.lengths
     torques = np.array([[0.5], [7.0], [-0.25], [-3.0]], np.float32)  # quick, slow, quick, slow
     obs = env.act({"action": RaggedArray(torques, lengths)})
-    np.testing.assert_array_equal(obs.reward, [0.5, 1.0, -0.25, -1.0])
+    np.testing.assert_array_equal(obs.reward, [0.5, 1.0, 0.0, -0.25, -1.0, 0.0])
+
+
+def test_self_play_trains_on_a_pettingzoo_game(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from entityrl.training import train
+
+    result = train(
+        "pettingzoo:classic/rps-v2",
+        overrides=["algo=selfplay", "rollout.num_envs=8", "rollout.steps=4", "optim.bs=32",
+                   "total_timesteps=256", "log.progress=false", "log.tensorboard=false",
+                   "torch_threads=1", f"log.run_dir={tmp_path}", "env.kwargs.max_cycles=3"],
+    )  # fmt: skip
+    assert result.steps == 256
+    assert '"selfplay/elo"' in (tmp_path / "metrics.jsonl").read_text()

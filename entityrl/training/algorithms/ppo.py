@@ -26,7 +26,7 @@ from entityrl.env.vec_obs import VecObs
 from entityrl.training.algorithms.base import Algorithm, Context, Iteration
 from entityrl.training.demonstrations import DemonstrationLoss
 from entityrl.training.finite import check_update
-from entityrl.training.sampler import make_sampler
+from entityrl.training.sampler import Sampler, make_sampler
 
 
 class PPO(Algorithm):
@@ -37,8 +37,8 @@ class PPO(Algorithm):
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         config = ctx.config
-        self.sampler = make_sampler(ctx.env, ctx.net, config.rollout.steps, ctx.rng, ctx.generator)
-        num_envs = ctx.env.num_envs
+        self.sampler = self.make_sampler()
+        num_envs = self.sampler.num_rows
         self.reward_scaler = (
             RewardScaler(num_envs, config.ppo.gamma) if config.ppo.norm_reward else None
         )
@@ -51,6 +51,11 @@ class PPO(Algorithm):
             DemonstrationLoss(config.bc, ctx.env, config.seed) if config.bc.strength else None
         )
         self.saved_memory: torch.Tensor | None = None  # see load_state_dict
+
+    def make_sampler(self) -> Sampler:
+        """Where the rollouts come from."""
+        ctx = self.ctx
+        return make_sampler(ctx.env, ctx.net, ctx.config.rollout.steps, ctx.rng, ctx.generator)
 
     def begin(self, resumed: bool, pretrained: bool) -> None:
         if not resumed and not pretrained:
@@ -78,6 +83,11 @@ class PPO(Algorithm):
             rewards = rewards + self.rnd.bonus(rollout.obs, rollout.next_obs)
         return rewards
 
+    def estimate(self, rollout: Rollout) -> None:
+        """Set the rollout's advantages and returns: by GAE from :meth:`rewards`."""
+        ppo = self.ctx.config.ppo
+        rollout.estimate_advantages(self.rewards(rollout), ppo.gamma, ppo.gae_lambda)
+
     def learn_more(self, rollout: Rollout, step: int, lr: float) -> dict[str, float]:
         """What is trained alongside the policy after its update (logged as given)."""
         ctx, optim = self.ctx, self.ctx.config.optim
@@ -98,7 +108,7 @@ class PPO(Algorithm):
         started = time.perf_counter()
         rollout = self.sampler.collect()
         collected = time.perf_counter()
-        rollout.estimate_advantages(self.rewards(rollout), cfg.ppo.gamma, cfg.ppo.gae_lambda)
+        self.estimate(rollout)
         ent_coef = self.entropy_coef(step)
         stats = ppo_update(
             ctx.net, ctx.optimizer, rollout, cfg.ppo, cfg.optim, ent_coef, ctx.rng, ctx.reducer

@@ -1,0 +1,138 @@
+"""Matches in multi-player games: a player against opponents, scored game by game.
+
+A game is scored from one side (the player's seats against the opponents'): 1 if the best
+return among its seats beats the best among the opponents', 0.5 on a tie, else 0.
+:func:`play_match` plays a number of complete games and reports wins, draws and losses with
+the Elo difference they imply (:func:`entityrl.training.elo.elo_difference`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from entityrl.env.multiplayer_vec import PlayerVecEnv
+from entityrl.training.elo import elo_difference
+from entityrl.training.players import Player, Seating, merge_actions
+
+
+@dataclass
+class GameResult:
+    """One finished game from the side of the seats owned by -1: its score against the
+    opponent (index into the seating's opponents) that played the other seats."""
+
+    opponent: int
+    score: float
+
+
+def score_games(
+    owner: npt.NDArray[np.int64], returns: npt.NDArray[np.float64], players: int
+) -> list[GameResult]:
+    """Score ended games: ``owner`` and ``returns`` per row of the ended games (game-major,
+    ``players`` rows each). Games without both sides are not scored."""
+    results = []
+    for game_owner, game_returns in zip(
+        owner.reshape(-1, players), returns.reshape(-1, players), strict=True
+    ):
+        theirs = game_owner >= 0
+        if theirs.all() or not theirs.any():
+            continue
+        mine_best, theirs_best = game_returns[~theirs].max(), game_returns[theirs].max()
+        score = 1.0 if mine_best > theirs_best else 0.5 if mine_best == theirs_best else 0.0
+        results.append(GameResult(int(game_owner[theirs][0]), score))
+    return results
+
+
+@dataclass
+class MatchResult:
+    """Wins, draws and losses of the player over the games of a match."""
+
+    wins: int
+    draws: int
+    losses: int
+
+    @property
+    def games(self) -> int:
+        return self.wins + self.draws + self.losses
+
+    @property
+    def score(self) -> float:
+        """Mean score per game (win 1, draw 0.5)."""
+        return (self.wins + 0.5 * self.draws) / self.games
+
+    def elo(self) -> tuple[float, float, float]:
+        """The Elo difference the match implies, with its 95% interval: (diff, low, high)."""
+        return elo_difference(self.wins, self.draws, self.losses)
+
+    def summary(self) -> str:
+        diff, low, high = self.elo()
+        return (
+            f"{self.games} games: won {self.wins / self.games:.1%}, drew "
+            f"{self.draws / self.games:.1%}, lost {self.losses / self.games:.1%}; "
+            f"Elo difference {diff:+.0f} (95% interval {low:+.0f} to {high:+.0f})"
+        )
+
+
+def play_match(
+    player: Player,
+    opponent: Player,
+    env: PlayerVecEnv,
+    games: int,
+    seats: list[int] | None = None,
+    max_steps: int = 100_000,
+) -> MatchResult:
+    """``games`` complete games of ``player`` (one seat per game, taking ``seats`` in turn,
+    every seat by default) against ``opponent`` (every other seat) in ``env``."""
+    if games < 1:
+        raise ValueError(f"games must be >= 1, got {games}")
+    players = len(env.players)
+    seats = list(range(players)) if seats is None else seats
+    owner = np.zeros((env.num_games, players), dtype=np.int64)
+    owner[np.arange(env.num_games), np.array(seats)[np.arange(env.num_games) % len(seats)]] = -1
+    seating = Seating(owner.reshape(-1), [opponent])
+    mine, theirs = seating.learner_rows, np.flatnonzero(seating.owner >= 0)
+    states = [player.initial_state(mine), opponent.initial_state(theirs)]
+    obs = env.reset()
+    results: list[GameResult] = []
+    for _ in range(max_steps):
+        a, states[0] = player.act(obs.take(mine), states[0])
+        b, states[1] = opponent.act(obs.take(theirs), states[1])
+        obs = env.act(merge_actions([(mine, a), (theirs, b)], env.num_envs))
+        if obs.game_over is not None and obs.game_over.any():
+            ended = np.flatnonzero(obs.game_over)
+            results += score_games(seating.owner[ended], obs.metrics["episode_return"], players)
+            if len(results) >= games:
+                break
+    else:
+        raise ValueError(
+            f"the match did not finish {games} games in {max_steps:,} steps: under these "
+            "players the game may never end"
+        )
+    scores = np.array([r.score for r in results[:games]])
+    return MatchResult(
+        int((scores == 1).sum()), int((scores == 0.5).sum()), int((scores == 0).sum())
+    )
+
+
+def load_opponent(spec: str, env: PlayerVecEnv, seed: int, deterministic: bool = False) -> Player:
+    """The opponent ``spec`` names: ``random``, a scripted player ``module:function``, or a
+    trained agent (a run directory or checkpoint file) for the same spaces."""
+    from pathlib import Path
+
+    from entityrl.training.agent import load_agent
+    from entityrl.training.players import (
+        NetworkPlayer,
+        RandomPlayer,
+        ScriptedPlayer,
+        import_function,
+    )
+
+    if spec == "random":
+        return RandomPlayer(env.action_space, seed)
+    if ":" in spec and not Path(spec).exists():
+        return ScriptedPlayer(import_function(spec), env)
+    agent = load_agent(spec, deterministic=deterministic, seed=seed + 1)
+    agent.check_env(env)
+    return NetworkPlayer(agent.net, agent.generator, deterministic=deterministic)

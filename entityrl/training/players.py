@@ -1,0 +1,215 @@
+"""Who plays the seats of a multi-player game: the learner, snapshots, scripted or random players.
+
+In a :class:`~entityrl.env.multiplayer_vec.PlayerVecEnv` each row is a seat (a player of one
+game). A :class:`Player` chooses the actions of the rows it is given, carrying whatever state
+it needs from one step to the next (a recurrent network's memory, or a scripted player's rows):
+``act(obs, state) -> (actions, state)``. The sampler gives the learner some seats and the
+opponents the others (:class:`Seating`), so an opponent is just another player.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+import torch
+
+from entityrl.env.actions import kind_of
+from entityrl.env.multiplayer_vec import PlayerVecEnv
+from entityrl.env.observation import Action, Observation
+from entityrl.env.random_policy import RandomPolicy
+from entityrl.env.spaces import ActionSpace
+from entityrl.env.vec_obs import VecObs
+from entityrl.nn.rogue_net import RogueNet
+from entityrl.ragged import RaggedArray
+
+Actions = dict[str, RaggedArray]
+
+ScriptedFunction = Callable[[Observation], Mapping[str, Action]]
+"""A scripted player: one player's observation in, its actions (by action name) out."""
+
+
+class Player(Protocol):
+    """Chooses the actions of some rows of a batch."""
+
+    def initial_state(self, rows: npt.NDArray[np.int64]) -> Any:
+        """The state to start from when playing the batch rows ``rows``."""
+
+    def act(self, obs: VecObs, state: Any) -> tuple[Actions, Any]:
+        """Actions for every row of ``obs`` (the rows the player plays) and the next state."""
+
+
+class NetworkPlayer:
+    """A RogueNet policy (a frozen snapshot of the learner, or a trained agent's network):
+    sampled actions, or the most probable ones with ``deterministic``."""
+
+    def __init__(
+        self, net: RogueNet, generator: torch.Generator, *, deterministic: bool = False
+    ) -> None:
+        self.net = net.eval()
+        self.generator = generator
+        self.deterministic = deterministic
+
+    def initial_state(self, rows: npt.NDArray[np.int64]) -> torch.Tensor | None:
+        return self.net.initial_state(rows.shape[0])
+
+    def act(self, obs: VecObs, state: torch.Tensor | None) -> tuple[Actions, Any]:
+        out = self.net.act(
+            obs, deterministic=self.deterministic, generator=self.generator, state=state
+        )
+        return out.actions(obs), out.state
+
+
+class RandomPlayer:
+    """Uniformly random legal actions."""
+
+    def __init__(self, action_space: Mapping[str, ActionSpace], seed: int | None = None) -> None:
+        self.policy = RandomPolicy(action_space, seed)
+
+    def initial_state(self, rows: npt.NDArray[np.int64]) -> None:
+        return None
+
+    def act(self, obs: VecObs, state: None) -> tuple[Actions, None]:
+        return self.policy.act(obs), None
+
+
+class ScriptedPlayer:
+    """A :data:`ScriptedFunction` playing its rows of ``env``: it reads each row's
+    :class:`Observation` as the game gave it. Its state is the rows it plays."""
+
+    def __init__(self, function: ScriptedFunction, env: PlayerVecEnv) -> None:
+        self.function = function
+        self.env = env
+        self.type_names = list(env.obs_space.entities)
+
+    def initial_state(self, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        return rows
+
+    def act(
+        self, obs: VecObs, state: npt.NDArray[np.int64]
+    ) -> tuple[Actions, npt.NDArray[np.int64]]:
+        space = self.env.action_space
+        values: dict[str, list[Any]] = {name: [] for name in space}
+        lengths = {name: np.zeros(state.shape[0], np.int64) for name in space}
+        for i, row in enumerate(state.tolist()):
+            observation = self.env.observations[row]
+            chosen = self.function(observation) if observation.actions else {}
+            for name, mask in observation.actions.items():
+                if name not in chosen:
+                    raise ValueError(
+                        f"scripted player {_name(self.function)}: no {name!r} action although "
+                        f"the observation offers it (got {sorted(chosen)})"
+                    )
+                row_values = action_values(observation, name, chosen[name], mask, self.type_names)
+                values[name].extend(row_values)
+                lengths[name][i] = len(row_values)
+        actions = {}
+        for name, action_space in space.items():
+            width = kind_of(action_space).width(action_space)
+            dtype = np.float32 if width != 1 or _continuous(action_space) else np.int64
+            data = np.asarray(values[name], dtype=dtype).reshape(-1, width)
+            actions[name] = RaggedArray(data, lengths[name])
+        return actions, state
+
+
+def _continuous(space: ActionSpace) -> bool:
+    return hasattr(space, "low")
+
+
+def action_values(
+    obs: Observation, name: str, action: Action, mask: Any, type_names: Sequence[str]
+) -> list[Any]:
+    """One action as its row of batched values: per actor (in the mask's actor order), the
+    choice index, the chosen candidate's position among the mask's candidates, or the
+    continuous values."""
+    if hasattr(action, "index"):  # global categorical
+        return [action.index]  # type: ignore[union-attr]
+    if not hasattr(action, "actors"):  # global continuous
+        return [np.asarray(action.values, np.float32)]  # type: ignore[union-attr]
+    actors = obs.named_entities(type_names, mask.actor_ids, mask.actor_types)
+    by_actor = action.as_dict()  # type: ignore[union-attr]
+    missing = [a for a in actors if a not in by_actor]
+    if missing:
+        raise ValueError(f"action {name!r}: no choice for actors {missing}")
+    if hasattr(action, "actees"):  # select entity: positions among the candidates
+        candidates = obs.named_entities(type_names, mask.actee_ids, mask.actee_types)
+        position = {actee: i for i, actee in enumerate(candidates)}
+        return [position[by_actor[a]] for a in actors]
+    return [by_actor[a] for a in actors]
+
+
+def _name(function: Callable[..., Any]) -> str:
+    return f"{function.__module__}:{getattr(function, '__qualname__', repr(function))}"
+
+
+def import_function(path: str) -> ScriptedFunction:
+    """The function named ``module:function``; a clear error when there is none."""
+    module_name, _, attr = path.partition(":")
+    if not module_name or not attr:
+        raise ValueError(f"expected a scripted player as module:function, got {path!r}")
+    try:
+        function = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as err:
+        raise ValueError(f"cannot import the scripted player {path!r}: {err}") from None
+    if not callable(function):
+        raise ValueError(f"{path!r} is not a function (got {type(function).__name__})")
+    return function  # type: ignore[no-any-return]
+
+
+# ---------------------------------------------------------------------------- seating
+@dataclass
+class Seating:
+    """Which rows the learner plays and which the opponents play, for one rollout.
+
+    ``owner[row]`` is -1 for the learner's rows, else the index of the opponent in
+    ``opponents`` that plays the row.
+    """
+
+    owner: npt.NDArray[np.int64]
+    opponents: list[Player]
+
+    @property
+    def learner_rows(self) -> npt.NDArray[np.int64]:
+        return np.flatnonzero(self.owner < 0)
+
+    def opponent_rows(self) -> list[tuple[Player, npt.NDArray[np.int64]]]:
+        return [(p, np.flatnonzero(self.owner == k)) for k, p in enumerate(self.opponents)]
+
+    @staticmethod
+    def learner_everywhere(rows: int) -> Seating:
+        """Every seat the learner's (independent learners sharing one policy)."""
+        return Seating(np.full(rows, -1, dtype=np.int64), [])
+
+
+def random_seats(
+    games: int,
+    players: int,
+    learner_players: Sequence[int],
+    seats_per_game: int,
+    rng: np.random.Generator,
+) -> npt.NDArray[np.bool_]:
+    """Per row (game-major), whether the learner plays it: in each game, ``seats_per_game``
+    seats drawn from ``learner_players`` (the players it may play)."""
+    learner = np.zeros((games, players), dtype=np.bool_)
+    for game in range(games):
+        seats = rng.choice(learner_players, size=seats_per_game, replace=False)
+        learner[game, seats] = True
+    return learner.reshape(-1)
+
+
+def merge_actions(parts: Sequence[tuple[npt.NDArray[np.int64], Actions]], rows: int) -> Actions:
+    """One batch of actions from the actions of disjoint sets of rows."""
+    order = np.concatenate([part_rows for part_rows, _ in parts])
+    if order.shape[0] != rows:
+        raise ValueError(f"the players' rows cover {order.shape[0]} of {rows} rows")
+    inverse = np.empty(rows, dtype=np.int64)
+    inverse[order] = np.arange(rows)
+    names = parts[0][1].keys()
+    return {
+        name: RaggedArray.concat([actions[name] for _, actions in parts]).take(inverse)
+        for name in names
+    }
