@@ -12,7 +12,30 @@ from entityrl.env.observation import Action, Observation
 from entityrl.env.spaces import ActionSpace, ObsSpace
 
 
-class Environment(ABC):
+class Simulation:
+    """What every kind of simulation shares: a seedable random generator, a picture for
+    people, and resources to release."""
+
+    def seed(self, seed: int) -> None:
+        """Make the following episodes (or games) reproducible."""
+        self._rng = np.random.default_rng(seed)
+
+    @property
+    def rng(self) -> np.random.Generator:
+        """The simulation's random generator (seeded by :meth:`seed`)."""
+        if not hasattr(self, "_rng"):
+            self._rng = np.random.default_rng()
+        return self._rng
+
+    def render(self) -> str:
+        """A picture of the current state for people (text); optional."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement render()")
+
+    def close(self) -> None:
+        """Release resources held by the simulation."""
+
+
+class Environment(Simulation, ABC):
     """One copy of a simulation, stepped one observation at a time.
 
     Implement :meth:`obs_space`, :meth:`action_space`, :meth:`reset` and :meth:`act`. Draw
@@ -34,24 +57,6 @@ class Environment(ABC):
     @abstractmethod
     def act(self, actions: Mapping[str, Action]) -> Observation:
         """Apply one step's actions (by action name) and return the next observation."""
-
-    def seed(self, seed: int) -> None:
-        """Make the following episodes reproducible."""
-        self._rng = np.random.default_rng(seed)
-
-    @property
-    def rng(self) -> np.random.Generator:
-        """The environment's random generator (seeded by :meth:`seed`)."""
-        if not hasattr(self, "_rng"):
-            self._rng = np.random.default_rng()
-        return self._rng
-
-    def render(self) -> str:
-        """A picture of the current state for people (text); optional."""
-        raise NotImplementedError(f"{type(self).__name__} does not implement render()")
-
-    def close(self) -> None:
-        """Release resources held by the environment."""
 
 
 @runtime_checkable

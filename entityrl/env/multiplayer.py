@@ -25,8 +25,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 
-import numpy as np
-
+from entityrl.env.environment import Simulation
 from entityrl.env.observation import Action, Observation
 from entityrl.env.spaces import ActionSpace, ObsSpace
 
@@ -34,7 +33,7 @@ PlayerActions = Mapping[str, Mapping[str, Action]]
 """One step's actions: per player in play, its actions by action name."""
 
 
-class MultiPlayerEnvironment(ABC):
+class MultiPlayerEnvironment(Simulation, ABC):
     """One copy of a game of several players, stepped one joint move at a time.
 
     Implement :meth:`players`, :meth:`obs_space`, :meth:`action_space`, :meth:`reset` and
@@ -72,21 +71,3 @@ class MultiPlayerEnvironment(ABC):
         """Per group, the reward its players share for the latest step, on top of their own
         (players that have left included: the group's success is theirs too)."""
         return {}
-
-    def seed(self, seed: int) -> None:
-        """Make the following games reproducible."""
-        self._rng = np.random.default_rng(seed)
-
-    @property
-    def rng(self) -> np.random.Generator:
-        """The environment's random generator (seeded by :meth:`seed`)."""
-        if not hasattr(self, "_rng"):
-            self._rng = np.random.default_rng()
-        return self._rng
-
-    def render(self) -> str:
-        """A picture of the current state for people (text); optional."""
-        raise NotImplementedError(f"{type(self).__name__} does not implement render()")
-
-    def close(self) -> None:
-        """Release resources held by the environment."""

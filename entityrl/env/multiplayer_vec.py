@@ -273,38 +273,28 @@ class PlayerVecEnv(VecEnv):
         return batch
 
     # ------------------------------------------------------------------ state
+    # What continues the games exactly where they are (the games pickle with their RNGs).
+    _STATE = (
+        "games",
+        "_observations",
+        "_in_play",
+        "_joined",
+        "_returns",
+        "_lengths",
+        "_metrics",
+        "_last",
+    )
+
     def get_state(self) -> bytes:
         try:
-            return self._pickled_state()
+            return pickle.dumps({name: getattr(self, name) for name in self._STATE})
         except (pickle.PicklingError, TypeError, AttributeError) as err:
             # Games wrapping another library's objects may not pickle.
             raise NotImplementedError(f"{self.name} cannot save its state: {err}") from None
 
-    def _pickled_state(self) -> bytes:
-        return pickle.dumps(
-            (
-                self.games,
-                self._observations,
-                self._in_play,
-                self._joined,
-                self._returns,
-                self._lengths,
-                self._metrics,
-                self._last,
-            )
-        )
-
     def set_state(self, state: bytes) -> VecObs:
-        (
-            self.games,
-            self._observations,
-            self._in_play,
-            self._joined,
-            self._returns,
-            self._lengths,
-            self._metrics,
-            self._last,
-        ) = pickle.loads(state)
+        for name, value in pickle.loads(state).items():
+            setattr(self, name, value)
         if self._last is None:
             raise ValueError("the saved state was taken before reset()")
         return self._last

@@ -7,11 +7,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from stop_after import StopAfter
 
 from entityrl.envs import make_vec
 from entityrl.envs.experts import EXPERTS
 from entityrl.recording import record
-from entityrl.training import Callback, Trainer, evaluate, load_agent, load_config, make_eval_env
+from entityrl.training import Trainer, evaluate, load_agent, load_config, make_eval_env
 from entityrl.training.algorithms import ALGORITHMS
 from entityrl.training.checkpoint import load_checkpoint
 from entityrl.training.config import ALGORITHMS as ALGORITHM_NAMES
@@ -25,15 +26,6 @@ def test_every_algorithm_name_of_the_config_has_an_algorithm() -> None:
     assert set(ALGORITHMS) == set(ALGORITHM_NAMES)
     for name, algorithm in ALGORITHMS.items():
         assert algorithm.name == name
-
-
-class StopAfter(Callback):
-    def __init__(self, iterations: int) -> None:
-        self.iterations = iterations
-
-    def on_iteration(self, trainer: Trainer, metrics: dict[str, float]) -> None:
-        if trainer.iteration >= self.iterations:
-            trainer.request_stop("test")
 
 
 @pytest.fixture(scope="module")

@@ -8,12 +8,13 @@ import numpy as np
 import pytest
 import torch
 from env.player_envs import Bigger, Dropout
+from stop_after import StopAfter
 
 from entityrl.algo.poca import GroupCritic, POCAConfig, group_returns, group_rewards
 from entityrl.env.multiplayer_vec import PlayerVecEnv
 from entityrl.nn.rogue_net import RogueNet
 from entityrl.ragged import RaggedArray
-from entityrl.training import Callback, Trainer, load_config
+from entityrl.training import Trainer, load_config
 from entityrl.training.checkpoint import load_checkpoint
 from entityrl.training.config import ConfigError
 from entityrl.training.player_sampler import PlayerSampler
@@ -68,15 +69,6 @@ def test_the_baseline_of_an_agent_ignores_its_own_action() -> None:
     stay, leave = baselines([0, 0, 0]), baselines([1, 0, 0])
     assert stay[0, 0].item() == pytest.approx(leave[0, 0].item(), abs=1e-6)  # its own action
     assert stay[0, 1].item() != pytest.approx(leave[0, 1].item(), abs=1e-6)  # another's
-
-
-class StopAfter(Callback):
-    def __init__(self, iterations: int) -> None:
-        self.iterations = iterations
-
-    def on_iteration(self, trainer: Trainer, metrics: dict[str, float]) -> None:
-        if trainer.iteration >= self.iterations:
-            trainer.request_stop("test")
 
 
 def test_a_resumed_poca_run_continues_exactly(tmp_path: Path) -> None:

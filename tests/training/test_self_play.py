@@ -8,12 +8,13 @@ import numpy as np
 import pytest
 import torch
 from env.player_envs import Bigger, Dropout, pick_zero
+from stop_after import StopAfter
 
 from entityrl.env.multiplayer_vec import PlayerVecEnv
 from entityrl.envs import make_vec
 from entityrl.envs.rps_duel import PAYOFF
 from entityrl.nn.rogue_net import RogueNet, RogueNetConfig
-from entityrl.training import Callback, Trainer, load_agent, load_config
+from entityrl.training import Trainer, load_agent, load_config
 from entityrl.training.checkpoint import load_checkpoint
 from entityrl.training.config import ConfigError
 from entityrl.training.match import play_match
@@ -85,15 +86,6 @@ def test_self_play_learns_the_dominant_pick_and_its_elo_rises(tmp_path: Path) ->
     assert '"selfplay/elo"' in log[-1]
     assert trained["selfplay"][0]["pool"]["learner_elo"] > 1300
     assert result.steps == 8192
-
-
-class StopAfter(Callback):
-    def __init__(self, iterations: int) -> None:
-        self.iterations = iterations
-
-    def on_iteration(self, trainer: Trainer, metrics: dict[str, float]) -> None:
-        if trainer.iteration >= self.iterations:
-            trainer.request_stop("test")
 
 
 def test_a_resumed_self_play_run_continues_exactly(tmp_path: Path) -> None:
