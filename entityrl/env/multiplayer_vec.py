@@ -293,7 +293,13 @@ class PlayerVecEnv(VecEnv):
             raise NotImplementedError(f"{self.name} cannot save its state: {err}") from None
 
     def set_state(self, state: bytes) -> VecObs:
-        for name, value in pickle.loads(state).items():
+        saved = pickle.loads(state)
+        if not isinstance(saved, dict) or set(saved) != set(self._STATE):
+            raise ValueError(
+                f"{self.name}: the saved state is not a state of this version's PlayerVecEnv "
+                f"(expected {list(self._STATE)}, got {type(saved).__name__})"
+            )
+        for name, value in saved.items():
             setattr(self, name, value)
         if self._last is None:
             raise ValueError("the saved state was taken before reset()")

@@ -284,7 +284,13 @@ class Trainer:
         self.algorithm.load_state_dict({key: saved[key][self.rank] for key in keys})
         env_states = ckpt.load_env_states(self.run_dir, saved)
         if env_states is not None:
-            self.algorithm.restore_environments(self.env.set_state(env_states[self.rank]))
+            try:
+                obs = self.env.set_state(env_states[self.rank])
+            except ValueError as err:
+                raise ckpt.CheckpointError(
+                    f"{self.run_dir}: cannot restore the environments: {err}"
+                ) from None
+            self.algorithm.restore_environments(obs)
 
     # ------------------------------------------------------------------ loop
     def learning_rate(self) -> float:

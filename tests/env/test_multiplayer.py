@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 from player_envs import Dropout, Reinforcements
@@ -202,3 +204,10 @@ def test_a_player_that_left_cannot_come_back() -> None:
     act(env, {0: LEAVE, 1: STAY, 2: STAY})
     with pytest.raises(EnvValidationError, match=r"neither in play nor able to join \['a'\]"):
         act(env, {1: STAY, 2: STAY})
+
+
+def test_a_state_of_another_kind_is_refused() -> None:
+    env = PlayerVecEnv(Dropout, num_games=1)
+    env.reset()
+    with pytest.raises(ValueError, match="not a state of this version's PlayerVecEnv"):
+        env.set_state(pickle.dumps(("games", "observations")))
