@@ -134,7 +134,9 @@ def _adapter(library: str, env_id: str) -> EnvClass:
             f"{library}:{env_id} needs the {err.name} package: pip install 'entityrl[{library}]'"
         ) from None
     module.check_id(env_id)
-    return module.ADAPTER  # type: ignore[no-any-return]
+    # A library whose ids name classes of more than one kind says which one each names.
+    choose = getattr(module, "adapter_for", None)
+    return module.ADAPTER if choose is None else choose(env_id)  # type: ignore[no-any-return]
 
 
 def _constructor_kwargs(name: str, kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""PettingZoo parallel environments as multi-player games: every agent a player.
+"""PettingZoo environments as multi-player games: every agent a player.
 
 A PettingZoo parallel environment becomes a :class:`~entityrl.env.multiplayer.MultiPlayerEnvironment`
 whose players are its ``possible_agents``; ``make_vec`` then batches one row per (copy, agent)
@@ -10,11 +10,11 @@ says which agent a player is, so roles can differ.
 
 An agent that is terminated or truncated leaves the game (its observation is ``done``;
 truncated ones keep their final observation for bootstrapping); an agent that appears later
-joins it; the game ends when no agent is left. AEC environments are not supported (use their
-``parallel_env``, or PettingZoo's ``aec_to_parallel``).
+joins it; the game ends when no agent is left. Environments with only the turn-based AEC API
+are :class:`PettingZooTurns`: only the agent whose turn it is acts.
 
 Registry names: ``pettingzoo:<PettingZoo's id>``, such as ``pettingzoo:classic/rps-v2``;
-constructor arguments go to ``pettingzoo.make("parallel", id, ...)``. ``num_envs`` counts
+constructor arguments go to ``pettingzoo.make("parallel" or "aec", id, ...)``. ``num_envs`` counts
 copies (games).
 """
 
@@ -27,37 +27,47 @@ from typing import Any
 
 import numpy as np
 import pettingzoo
+from gymnasium import spaces
 from gymnasium.vector.utils import concatenate, create_empty_array
-from pettingzoo import ParallelEnv
 
-from entityrl.env import Action, Observation, ObsSpace
+from entityrl.env import Action, GlobalCategoricalActionMask, Observation, ObsSpace
 from entityrl.env.actions import kind_of
 from entityrl.env.multiplayer import MultiPlayerEnvironment, PlayerActions
 from entityrl.env.spaces import ActionSpace
 from entityrl.interop.gym_spaces import ActionRule, ObservationRule, UnsupportedSpaceError
 
+MASK_KEY = "action_mask"
+"""PettingZoo's key for the legal actions in a Dict observation."""
+
 
 def check_id(env_id: str) -> None:
-    """Raise KeyError (with close matches) unless PettingZoo registers a parallel environment
-    ``env_id``."""
-    known = list(pettingzoo.parallel_registry)
+    """Raise KeyError (with close matches) unless PettingZoo registers an environment
+    ``env_id`` (parallel or AEC)."""
+    known = [*pettingzoo.parallel_registry, *pettingzoo.aec_registry]
     if env_id not in known:
         close = difflib.get_close_matches(env_id, known, n=3, cutoff=0.6)
         hint = f" Did you mean {', '.join(close)}?" if close else ""
-        raise KeyError(f"PettingZoo has no parallel environment {env_id!r}.{hint}")
+        raise KeyError(f"PettingZoo has no environment {env_id!r}.{hint}")
 
 
-class PettingZooGame(MultiPlayerEnvironment):
-    """One copy of a PettingZoo parallel environment, each of its agents a player.
+def adapter_for(env_id: str) -> type[MultiPlayerEnvironment]:
+    """The game class for PettingZoo's ``env_id``: its parallel API when it has one, else its
+    turn-based (AEC) one."""
+    return PettingZooGame if env_id in pettingzoo.parallel_registry else PettingZooTurns
 
-    ``env_id`` is PettingZoo's id (``classic/rps-v2``) or a function returning a
-    :class:`pettingzoo.ParallelEnv` (called with ``env_kwargs``).
-    """
 
-    def __init__(self, env_id: str | Callable[..., ParallelEnv], **env_kwargs: Any) -> None:
+class _PettingZooPlayers(MultiPlayerEnvironment):
+    """What both of PettingZoo's APIs share: every agent a player, its spaces translated by the
+    rules of :mod:`entityrl.interop.gym_spaces` (the same for every agent), and a one-hot
+    ``agent=<name>`` global feature. A Dict observation's ``action_mask`` (PettingZoo's
+    convention) masks a Discrete action's choices instead of being observed."""
+
+    api = ""
+
+    def __init__(self, env_id: str | Callable[..., Any], **env_kwargs: Any) -> None:
         if isinstance(env_id, str):
             check_id(env_id)
-            maker = functools.partial(pettingzoo.make, "parallel", env_id)
+            maker = functools.partial(pettingzoo.make, self.api, env_id)
         else:
             maker = env_id
         self.env = maker(**env_kwargs)
@@ -74,7 +84,11 @@ class PettingZooGame(MultiPlayerEnvironment):
                     f"{name}: agents {self.agents[0]!r} and {agent!r} have different spaces; one "
                     "shared policy needs the same observation and action spaces for all agents"
                 )
-        self.observation_rule = ObservationRule(self.space, env_name=name)
+        masked = isinstance(self.space, spaces.Dict) and MASK_KEY in self.space.spaces
+        self.mask_key = MASK_KEY if masked and isinstance(action, spaces.Discrete) else None
+        self.observation_rule = ObservationRule(
+            self.space, ignore=[self.mask_key] if self.mask_key else (), env_name=name
+        )
         self.action_rule = ActionRule(action, env_name=name)
         rule_space = self.observation_rule.obs_space
         self._obs_space = ObsSpace(
@@ -84,7 +98,6 @@ class PettingZooGame(MultiPlayerEnvironment):
         self._action_space = dict(self.action_rule.action_space)
         self._masks = {n: kind_of(s).mask() for n, s in self._action_space.items()}
         self._identity = np.eye(len(self.agents), dtype=np.float32)
-        self._latest: dict[str, Any] = {}  # each agent's latest observation
 
     def players(self) -> list[str]:
         return self.agents
@@ -94,24 +107,6 @@ class PettingZooGame(MultiPlayerEnvironment):
 
     def action_space(self) -> Mapping[str, ActionSpace]:
         return self._action_space
-
-    def reset(self) -> dict[str, Observation]:
-        observations, _ = self.env.reset(seed=int(self.rng.integers(2**31 - 1)))
-        self._latest = dict(observations)
-        return {agent: self._observe(agent, 0.0, False, False) for agent in observations}
-
-    def act(self, actions: PlayerActions) -> dict[str, Observation]:
-        decoded = {agent: self._decode(chosen) for agent, chosen in actions.items()}
-        observations, rewards, terminated, truncated, _ = self.env.step(decoded)
-        self._latest.update(observations)
-        answered = {}
-        for agent in actions:
-            ended, cut = bool(terminated.get(agent)), bool(truncated.get(agent))
-            reward = float(rewards.get(agent, 0.0))
-            answered[agent] = self._observe(agent, reward, ended or cut, cut and not ended)
-        for agent in observations.keys() - actions.keys():  # an agent that appeared: joins
-            answered[agent] = self._observe(agent, 0.0, False, False)
-        return answered
 
     def _decode(self, chosen: Mapping[str, Action]) -> Any:
         """One agent's entityrl actions -> its PettingZoo action."""
@@ -123,16 +118,26 @@ class PettingZooGame(MultiPlayerEnvironment):
             values.append(np.atleast_1d(chosen_values))
         return self.action_rule.decode(np.concatenate(values).reshape(1, -1))[0]
 
-    def _observe(self, agent: str, reward: float, done: bool, truncated: bool) -> Observation:
-        batch = concatenate(self.space, [self._latest[agent]], create_empty_array(self.space, 1))
+    def _observe(
+        self, agent: str, raw: Any, reward: float, done: bool, truncated: bool, acts: bool
+    ) -> Observation:
+        """Agent ``agent``'s observation ``raw`` (PettingZoo's) as entityrl's; ``acts``: it
+        takes an action now."""
+        batch = concatenate(self.space, [raw], create_empty_array(self.space, 1))
         features = self.observation_rule.entities(batch, 1)
         identity = self._identity[self.agents.index(agent)]
+        masks: Mapping[str, Any] = {}
+        if acts and not done:
+            masks = self._masks
+            if self.mask_key is not None:
+                legal = np.asarray(raw[self.mask_key], dtype=np.bool_).reshape(-1)
+                masks = {"action": GlobalCategoricalActionMask(mask=legal)}
         return Observation(
             features={name: rows.data for name, rows in features.items()},
             global_features=np.concatenate(
                 [self.observation_rule.global_features(batch, 1)[0], identity]
             ),
-            actions={} if done else self._masks,
+            actions=masks,
             reward=reward,
             done=done,
             truncated=truncated,
@@ -145,5 +150,92 @@ class PettingZooGame(MultiPlayerEnvironment):
         self.env.close()
 
 
+class PettingZooGame(_PettingZooPlayers):
+    """One copy of a PettingZoo parallel environment: every agent acts every step.
+
+    ``env_id`` is PettingZoo's id (``classic/rps-v2``) or a function returning a
+    :class:`pettingzoo.ParallelEnv` (called with ``env_kwargs``).
+    """
+
+    api = "parallel"
+
+    def reset(self) -> dict[str, Observation]:
+        observations, _ = self.env.reset(seed=int(self.rng.integers(2**31 - 1)))
+        self._latest = dict(observations)
+        return {
+            a: self._observe(a, raw, 0.0, False, False, True) for a, raw in observations.items()
+        }
+
+    def act(self, actions: PlayerActions) -> dict[str, Observation]:
+        decoded = {agent: self._decode(chosen) for agent, chosen in actions.items()}
+        observations, rewards, terminated, truncated, _ = self.env.step(decoded)
+        self._latest.update(observations)
+        answered = {}
+        for agent in actions:
+            ended, cut = bool(terminated.get(agent)), bool(truncated.get(agent))
+            reward = float(rewards.get(agent, 0.0))
+            raw = self._latest[agent]
+            answered[agent] = self._observe(
+                agent, raw, reward, ended or cut, cut and not ended, True
+            )
+        for agent in observations.keys() - actions.keys():  # an agent that appeared: joins
+            answered[agent] = self._observe(agent, observations[agent], 0.0, False, False, True)
+        return answered
+
+
+class PettingZooTurns(_PettingZooPlayers):
+    """One copy of a PettingZoo AEC environment: agents take turns (board games such as
+    ``classic/tictactoe-v3``). Every agent is in play; only the one whose turn it is has actions
+    (the others act in no way), and a step is one agent's move. Each player's reward is what
+    PettingZoo gave it since its last observation.
+
+    ``env_id`` is PettingZoo's id or a function returning a :class:`pettingzoo.AECEnv` (called
+    with ``env_kwargs``).
+    """
+
+    api = "aec"
+
+    def reset(self) -> dict[str, Observation]:
+        self.env.reset(seed=int(self.rng.integers(2**31 - 1)))
+        return self._observe_all(list(self.env.agents))
+
+    def act(self, actions: PlayerActions) -> dict[str, Observation]:
+        mover = self.env.agent_selection
+        if mover not in actions or not actions[mover]:
+            raise ValueError(
+                f"{type(self).__name__}: it is {mover!r}'s turn, but it was given no action"
+            )
+        in_play = list(actions)
+        self.env.step(self._decode(actions[mover]))
+        self._gained = {agent: float(self.env.rewards.get(agent, 0.0)) for agent in in_play}
+        # PettingZoo removes a finished agent when it is stepped with None on its turn.
+        while self.env.agents and self._finished(self.env.agent_selection):
+            self.env.step(None)
+            for agent in in_play:
+                self._gained[agent] += float(self.env.rewards.get(agent, 0.0))
+        return self._observe_all(in_play)
+
+    def _finished(self, agent: str) -> bool:
+        return bool(self.env.terminations.get(agent) or self.env.truncations.get(agent))
+
+    def _observe_all(self, agents: list[str]) -> dict[str, Observation]:
+        gained = getattr(self, "_gained", {})
+        answered = {}
+        for agent in agents:
+            ended = bool(self.env.terminations.get(agent)) or agent not in self.env.agents
+            cut = bool(self.env.truncations.get(agent)) and not ended
+            answered[agent] = self._observe(
+                agent,
+                self.env.observe(agent),
+                gained.get(agent, 0.0),
+                ended or cut,
+                cut,
+                agent == self.env.agent_selection,
+            )
+        self._gained = {}
+        return answered
+
+
 ADAPTER = PettingZooGame
-"""What ``pettingzoo:<id>`` names in entityrl's registry."""
+"""What ``pettingzoo:<id>`` names in entityrl's registry for a parallel environment (see
+:func:`adapter_for`)."""

@@ -1,4 +1,4 @@
-"""PettingZoo parallel environments as multi-player games: agents leave, join, are cut off."""
+"""PettingZoo environments as multi-player games: agents leave, join, are cut off, take turns."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ pytest.importorskip("pettingzoo")
 from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
+from entityrl.env import RandomPolicy
 from entityrl.env.multiplayer_vec import PlayerVecEnv
 from entityrl.envs import make_vec
 from entityrl.interop.gym_spaces import UnsupportedSpaceError
@@ -111,14 +112,49 @@ def test_box_actions_are_continuous_and_every_agent_receives_its_own_clipped() -
     np.testing.assert_array_equal(obs.reward, [0.5, 1.0, 0.0, -0.25, -1.0, 0.0])
 
 
-def test_self_play_trains_on_a_pettingzoo_game(tmp_path) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize(
+    ("game", "extra"),
+    [("classic/rps-v2", ["env.kwargs.max_cycles=3"]), ("classic/tictactoe-v3", [])],
+    ids=["parallel", "turns"],
+)
+def test_self_play_trains_on_a_pettingzoo_game(tmp_path, game: str, extra: list[str]) -> None:  # type: ignore[no-untyped-def]
     from entityrl.training import train
 
     result = train(
-        "pettingzoo:classic/rps-v2",
+        f"pettingzoo:{game}",
         overrides=["algo=selfplay", "rollout.num_envs=8", "rollout.steps=4", "optim.bs=32",
                    "total_timesteps=256", "log.progress=false", "log.tensorboard=false",
-                   "torch_threads=1", f"log.run_dir={tmp_path}", "env.kwargs.max_cycles=3"],
+                   "torch_threads=1", f"log.run_dir={tmp_path}", *extra],
     )  # fmt: skip
     assert result.steps == 256
     assert '"selfplay/elo"' in (tmp_path / "metrics.jsonl").read_text()
+
+
+def test_turn_based_games_give_the_move_to_one_player_with_its_legal_choices() -> None:
+    env = make_vec("pettingzoo:classic/tictactoe-v3", 4, seed=0, validate=True)
+    assert isinstance(env, PlayerVecEnv) and env.players == ["player_1", "player_2"]
+    obs = env.reset()
+    # Player 1 moves first, with all 9 squares legal; player 2 waits, in play.
+    assert obs.action_masks["action"].actors.lengths.tolist() == [1, 0] * 4
+    assert obs.active.all()
+    policy = RandomPolicy(env.action_space, seed=0)
+    returns = []
+    for _ in range(200):
+        chosen = policy.act(obs)
+        obs = env.act(chosen)
+        if obs.game_over is not None and obs.game_over.any():
+            returns.append(obs.metrics["episode_return"].reshape(-1, 2))
+    games = np.concatenate(returns)
+    assert len(games) >= 20
+    # Zero-sum: a win for one is a loss for the other, a draw nothing.
+    np.testing.assert_array_equal(games.sum(axis=1), 0)
+    assert set(np.unique(games)) <= {-1.0, 0.0, 1.0}
+
+
+def test_a_turn_based_games_masks_forbid_taken_squares() -> None:
+    env = make_vec("pettingzoo:classic/tictactoe-v3", 1, seed=0)
+    obs = env.reset()
+    env.act({"action": RaggedArray(np.array([[4]]), np.array([1, 0]))})
+    with pytest.raises(ValueError, match="the mask forbids"):
+        env.act({"action": RaggedArray(np.array([[4]]), np.array([0, 1]))})
+    assert obs.action_masks["action"].mask is not None
