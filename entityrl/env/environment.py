@@ -35,6 +35,21 @@ class Simulation:
         """Release resources held by the simulation."""
 
 
+class SimulationWrapper(Simulation):
+    """A simulation around another (``env``): seeding, drawing and closing go to it."""
+
+    env: Simulation
+
+    def seed(self, seed: int) -> None:
+        self.env.seed(seed)
+
+    def render(self) -> str:
+        return self.env.render()
+
+    def close(self) -> None:
+        self.env.close()
+
+
 class Environment(Simulation, ABC):
     """One copy of a simulation, stepped one observation at a time.
 

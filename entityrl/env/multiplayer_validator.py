@@ -12,6 +12,7 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+from entityrl.env.environment import SimulationWrapper
 from entityrl.env.multiplayer import MultiPlayerEnvironment, PlayerActions
 from entityrl.env.observation import Observation
 from entityrl.env.spaces import ActionSpace, ObsSpace
@@ -63,7 +64,7 @@ def check_players(
     return answered
 
 
-class ValidatingMultiPlayer(MultiPlayerEnvironment):
+class ValidatingMultiPlayer(SimulationWrapper, MultiPlayerEnvironment):
     """Wraps a multi-player environment and checks every call against the contract and the
     declared spaces, naming the player (and the environment) in each message."""
 
@@ -89,15 +90,6 @@ class ValidatingMultiPlayer(MultiPlayerEnvironment):
 
     def groups(self) -> Mapping[str, str]:
         return self._groups
-
-    def seed(self, seed: int) -> None:
-        self.env.seed(seed)
-
-    def render(self) -> str:
-        return self.env.render()
-
-    def close(self) -> None:
-        self.env.close()
 
     def reset(self) -> dict[str, Observation]:
         self.joined = set()

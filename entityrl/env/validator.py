@@ -21,7 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from entityrl.env.actions import kind_of
-from entityrl.env.environment import Environment
+from entityrl.env.environment import Environment, SimulationWrapper
 from entityrl.env.observation import Action, EntityID, Observation
 from entityrl.env.spaces import ActionSpace, ObsSpace
 from entityrl.env.vec_obs import VecObs
@@ -771,7 +771,7 @@ class _ActionCheck:
             self.fail(f"{_who(actors, k)} chose {what} {chosen[k]}, which its mask forbids")
 
 
-class ValidatingEnvironment(Environment):
+class ValidatingEnvironment(SimulationWrapper, Environment):
     """Wraps an environment and validates its declarations, observations and the actions it gets."""
 
     def __init__(self, env: Environment, name: str | None = None) -> None:
@@ -808,15 +808,6 @@ class ValidatingEnvironment(Environment):
         validate_observation(obs, self._obs_space, self._action_space, self.name)
         self._last = obs
         return obs
-
-    def seed(self, seed: int) -> None:
-        self.env.seed(seed)
-
-    def render(self) -> str:
-        return self.env.render()
-
-    def close(self) -> None:
-        self.env.close()
 
 
 def _who(actors: Sequence[Any] | None, k: int) -> str:

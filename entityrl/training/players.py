@@ -109,15 +109,11 @@ class ScriptedPlayer:
                 lengths[name][i] = len(row_values)
         actions = {}
         for name, action_space in space.items():
-            width = kind_of(action_space).width(action_space)
-            dtype = np.float32 if width != 1 or _continuous(action_space) else np.int64
-            data = np.asarray(values[name], dtype=dtype).reshape(-1, width)
+            kind = kind_of(action_space)
+            width = kind.width(action_space)
+            data = np.asarray(values[name], dtype=kind.dtype).reshape(-1, width)
             actions[name] = RaggedArray(data, lengths[name])
         return actions, state
-
-
-def _continuous(space: ActionSpace) -> bool:
-    return hasattr(space, "low")
 
 
 def action_values(

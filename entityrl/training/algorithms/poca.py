@@ -33,8 +33,8 @@ class POCA(PPO):
     @classmethod
     def check(cls, config: TrainConfig) -> None:
         super().check(config)
+        # net.memory is refused by the multi-player sampler, for every algorithm.
         for key, on in (
-            ("net.memory", config.net.memory),
             ("ppo.norm_reward", config.ppo.norm_reward),
             ("rnd.coef", config.rnd.enabled),
             ("bc.strength", bool(config.bc.strength)),

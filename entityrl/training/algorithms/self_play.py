@@ -21,7 +21,7 @@ from entityrl.training.agent import AgentError
 from entityrl.training.algorithms.base import Context, Iteration
 from entityrl.training.algorithms.ppo import PPO
 from entityrl.training.checkpoint import CheckpointError
-from entityrl.training.config import ConfigError, TrainConfig
+from entityrl.training.config import ConfigError
 from entityrl.training.match import load_opponent
 from entityrl.training.player_sampler import PlayerSampler
 from entityrl.training.players import NetworkPlayer, Player, Seating, random_seats
@@ -33,12 +33,6 @@ class SelfPlay(PPO):
 
     name = "selfplay"
     one_process = True
-
-    @classmethod
-    def check(cls, config: TrainConfig) -> None:
-        super().check(config)
-        if config.net.memory:
-            raise ConfigError("algo=selfplay does not support net.memory yet")
 
     def __init__(self, ctx: Context) -> None:
         env = ctx.env
