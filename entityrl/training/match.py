@@ -9,13 +9,23 @@ the Elo difference they imply (:func:`entityrl.training.elo.elo_difference`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 
 from entityrl.env.multiplayer_vec import PlayerVecEnv
+from entityrl.training.agent import load_agent
 from entityrl.training.elo import elo_difference
-from entityrl.training.players import Player, Seating, merge_actions
+from entityrl.training.players import (
+    NetworkPlayer,
+    Player,
+    RandomPlayer,
+    ScriptedPlayer,
+    Seating,
+    import_function,
+    merge_actions,
+)
 
 
 @dataclass
@@ -119,16 +129,6 @@ def play_match(
 def load_opponent(spec: str, env: PlayerVecEnv, seed: int, deterministic: bool = False) -> Player:
     """The opponent ``spec`` names: ``random``, a scripted player ``module:function``, or a
     trained agent (a run directory or checkpoint file) for the same spaces."""
-    from pathlib import Path
-
-    from entityrl.training.agent import load_agent
-    from entityrl.training.players import (
-        NetworkPlayer,
-        RandomPlayer,
-        ScriptedPlayer,
-        import_function,
-    )
-
     if spec == "random":
         return RandomPlayer(env.action_space, seed)
     if ":" in spec and not Path(spec).exists():
