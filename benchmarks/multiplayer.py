@@ -1,5 +1,5 @@
 """Multi-player games: self-play in RockPaperScissorsDuel and CoinDuel, MA-POCA against
-independent PPO in PackHunt, and the multi-player rollout's throughput.
+independent PPO in PackHunt and GuardedExit, and the multi-player rollout's throughput.
 
 - ``rps``: per seed, self-play with the shipped config, then the exploitability of the learned
   policy (exact: the best response's expected payoff against its throw probabilities). Two
@@ -8,19 +8,20 @@ independent PPO in PackHunt, and the multi-player rollout's throughput.
 - ``duel``: per seed, CoinDuel by self-play with the shipped config; the agent's win, draw and
   loss rates against a random player and against the scripted heuristic, and its Elo over
   training (plot: docs/images/coin_duel_elo.png).
-- ``coop``: per seed, PackHunt with algo=poca and with algo=ppo (independent learners sharing
-  one policy), the same steps; the mean group return of the last 10% of training episodes
-  and of 200 evaluation games.
+- ``coop``: per seed, a cooperative game (``--game``: PackHunt or GuardedExit) with algo=poca
+  and with algo=ppo (independent learners sharing one policy), the same steps; the mean group
+  return of the last 10% of training iterations and of 400 evaluation games.
 - ``throughput``: samples per second of the multi-player rollout (the learner in every seat),
   2 and 4 players per game.
 
 usage: python benchmarks/multiplayer.py {rps,duel,coop,throughput} [--seeds 1 2 3] [--steps N]
-       [--write]
+       [--game GAME] [--runs DIR] [--write]
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import sys
@@ -38,8 +39,8 @@ from results import replace_section
 
 from entityrl.envs import make_vec
 from entityrl.envs.rps_duel import PAYOFF
-from entityrl.training import evaluate, load_agent, load_config, make_eval_env, train
-from entityrl.training.match import MatchResult, load_opponent, play_match
+from entityrl.training import load_agent, load_config, train
+from entityrl.training.match import MatchResult, group_returns, load_opponent, play_match
 from entityrl.training.matrix_games import choice_probabilities, exploitability
 from entityrl.training.players import NetworkPlayer
 
@@ -193,38 +194,53 @@ def duel(seeds: list[int], threads: int, tmp: str, steps: int | None) -> str:
     )
 
 
-def coop(seeds: list[int], threads: int, tmp: str, steps: int | None) -> str:
-    config = load_config("PackHunt")
+COOP_GAMES = {
+    "PackHunt": (
+        "PackHunt (3 hunters that see 2 cells around them, 3 prey, 6 hazards that eliminate a "
+        "hunter; a prey is captured by 2 hunters next to it at once). The group's return is "
+        "the number of prey captured per game (each capture pays every hunter 1, eliminated "
+        "ones included). Scripted baseline: 1.23; random hunters: 0.16."
+    ),
+    "GuardedExit": (
+        "GuardedExit (3 explorers that see 2 cells around them; one must walk into the guard, "
+        "which eliminates it and drops the key, for another to take the key to the exit). The "
+        "group's return is 1 for a game escaped (paid to every explorer, the one given up "
+        "included). Scripted baseline: 0.87; random explorers: 0.03."
+    ),
+}
+
+
+def coop(seeds: list[int], threads: int, tmp: str, steps: int | None, game: str) -> str:
+    config = load_config(game)
     budget = steps or config.total_timesteps
     rows = []
     for seed in seeds:
         for algo in ("poca", "ppo"):
-            run_dir = f"{tmp}/coop-{algo}-{seed}"
+            run_dir = f"{tmp}/coop-{game}-{algo}-{seed}"
             started = time.time()
-            train("PackHunt", overrides=[f"algo={algo}", f"seed={seed}", f"log.run_dir={run_dir}",
-                                         f"total_timesteps={budget}", f"torch_threads={threads}",
-                                         *QUIET])  # fmt: skip
+            if not finished(run_dir, budget):  # kept runs (--runs) are not trained again
+                train(game, overrides=[f"algo={algo}", f"seed={seed}", f"log.run_dir={run_dir}",
+                                       f"total_timesteps={budget}", f"torch_threads={threads}",
+                                       *QUIET])  # fmt: skip
             seconds = time.time() - started
-            late = late_captures(run_dir)
+            late = late_metric(run_dir, "episode/group_return")
             agent = load_agent(run_dir, seed=0)
-            with make_eval_env(agent, num_envs=20, seed=EVAL_SEED) as env:
-                evaluation = evaluate(agent, env, GAMES * 3)
-            rows.append((seed, algo, late, evaluation.mean("captured"), seconds))
+            env = make_vec(game, 20, seed=EVAL_SEED)
+            returns = group_returns(NetworkPlayer(agent.net, agent.generator), env, GAMES)
+            rows.append((seed, algo, late, float(returns.mean()), seconds))
             print(rows[-1], flush=True)
     medians = {
         algo: statistics.median(r[3] for r in rows if r[1] == algo) for algo in ("poca", "ppo")
     }
     return "\n".join(
         [
-            f"PackHunt (3 hunters that see 2 cells around them, 3 prey, 6 hazards that eliminate "
-            f"a hunter; a prey is captured by 2 hunters next to it at once), {budget:,} steps "
-            "per run (all hunters' rows), the same config but `algo`: poca (centralized critic "
-            "and counterfactual baselines) or ppo (independent learners sharing one policy). "
-            "The group's return is the number of prey captured per game (each capture pays "
-            f"every hunter 1, eliminated ones included). Evaluation: {GAMES} games ({GAMES * 3} "
-            "hunter-games), sampled actions. Scripted baseline: 1.23; random hunters: 0.16.",
+            f"{COOP_GAMES[game]} {budget:,} steps per run (all players' rows), the shipped "
+            "config but `algo`: poca (centralized critic and counterfactual baselines) or ppo "
+            "(independent learners sharing one policy). Group return: the mean over the "
+            f"games of the last 10% of training iterations, and over {GAMES} evaluation games "
+            "(sampled actions; exact, from the group rewards).",
             "",
-            "| seed | algo | captures, last 10% of training games | captures, evaluation | "
+            "| seed | algo | group return, end of training | group return, evaluation | "
             "wall time (s) |",
             "|---|---|---|---|---|",
             *(
@@ -232,15 +248,16 @@ def coop(seeds: list[int], threads: int, tmp: str, steps: int | None) -> str:
                 for seed, algo, late, value, s in rows
             ),
             "",
-            f"Median evaluation captures: poca {medians['poca']:.2f}, ppo {medians['ppo']:.2f}.",
+            f"Median evaluation group return: poca {medians['poca']:.2f}, ppo "
+            f"{medians['ppo']:.2f}.",
         ]
     )
 
 
-def late_captures(run_dir: str) -> float:
-    """Mean ``captured`` of the last 10% of the run's logged iterations."""
+def late_metric(run_dir: str, key: str) -> float:
+    """Mean ``key`` of the last 10% of the run's logged iterations that report it."""
     values = [
-        json.loads(line).get("episode/captured")
+        json.loads(line).get(key)
         for line in Path(run_dir, "metrics.jsonl").read_text().splitlines()
     ]
     values = [v for v in values if v is not None]
@@ -291,21 +308,31 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     parser.add_argument("--steps", type=int, default=None, help="steps per run (default: config's)")
     parser.add_argument("--runs", type=Path, help="keep the runs in this directory")
+    parser.add_argument(
+        "--game", choices=sorted(COOP_GAMES), default="PackHunt", help="the game of coop"
+    )
     parser.add_argument("--write", action="store_true", help="update benchmarks/RESULTS.md")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    command = COMMANDS[args.command]
+    name = args.command
+    if args.command == "coop":
+        command = functools.partial(coop, game=args.game)
+        # PackHunt keeps the section's first name.
+        name += "" if args.game == "PackHunt" else f" {args.game}"
     if args.runs is not None:
         args.runs.mkdir(parents=True, exist_ok=True)
-        body = COMMANDS[args.command](args.seeds, args.threads, str(args.runs), args.steps)
+        body = command(args.seeds, args.threads, str(args.runs), args.steps)
     else:
         with tempfile.TemporaryDirectory() as tmp:
-            body = COMMANDS[args.command](args.seeds, args.threads, tmp, args.steps)
+            body = command(args.seeds, args.threads, tmp, args.steps)
     seeds = " ".join(map(str, args.seeds))
     body = "\n".join(
         [
             f"Command: `python benchmarks/multiplayer.py {args.command} --seeds {seeds} "
             f"--threads {args.threads}"
             + (f" --steps {args.steps}" if args.steps else "")
+            + (f" --game {args.game}" if args.command == "coop" else "")
             + " --write`",
             "",
             f"Machine: {machine()}; torch threads {args.threads}.",
@@ -315,7 +342,7 @@ def main() -> None:
     )
     print(body)
     if args.write:
-        replace_section(f"Multi-player: {args.command} (benchmarks/multiplayer.py)", body)
+        replace_section(f"Multi-player: {name} (benchmarks/multiplayer.py)", body)
 
 
 if __name__ == "__main__":

@@ -27,11 +27,13 @@ from results import replace_section
 
 from entityrl.env.multiplayer import MultiPlayerEnvironment
 from entityrl.envs.coin_duel import CoinDuel
+from entityrl.envs.guarded_exit import GuardedExit
 from entityrl.envs.pack_hunt import PackHunt
 from entityrl.envs.players import (
     ScriptedFunction,
     coin_duel_heuristic,
     coin_duel_hunter,
+    guarded_exit_baseline,
     pack_hunt_baseline,
     play_game,
     uniform_random,
@@ -113,24 +115,31 @@ def main() -> None:
         lines.append(match_row(name, *match(duel, first, second, args.games)))
         print(lines[-1], flush=True)
 
-    hunt = PackHunt()
-    random_hunter = uniform_random(hunt.obs_space(), hunt.action_space(), seed=args.seed)
-    lines += [
-        "",
-        f"PackHunt, default arguments, {args.games} games from seed {args.seed}:",
-        "",
-        "| hunters | return per hunter (mean +- standard error) |",
-        "| --- | --- |",
-    ]
-    for name, player in {"baseline": pack_hunt_baseline, "random": random_hunter}.items():
-        hunt.seed(args.seed)
-        returns = team_return(hunt, player, args.games)
-        error = statistics.stdev(returns) / len(returns) ** 0.5
-        lines.append(f"| {name} | {statistics.mean(returns):.3f} +- {error:.3f} |")
-        print(lines[-1], flush=True)
+    cooperative = {
+        "PackHunt": (PackHunt(), pack_hunt_baseline, "return per hunter"),
+        "GuardedExit": (GuardedExit(), guarded_exit_baseline, "games escaped"),
+    }
+    for name, (env, baseline, measure) in cooperative.items():
+        random_member = uniform_random(env.obs_space(), env.action_space(), seed=args.seed)
+        lines += [
+            "",
+            f"{name}, default arguments, {args.games} games from seed {args.seed}:",
+            "",
+            f"| players | {measure} (mean +- standard error) |",
+            "| --- | --- |",
+        ]
+        for kind, player in {"baseline": baseline, "random": random_member}.items():
+            env.seed(args.seed)
+            returns = team_return(env, player, args.games)
+            error = statistics.stdev(returns) / len(returns) ** 0.5
+            lines.append(f"| {kind} | {statistics.mean(returns):.3f} +- {error:.3f} |")
+            print(lines[-1], flush=True)
 
     lines += ["", "| environment | microseconds per act (median of runs) |", "| --- | --- |"]
-    for env, player in ((duel, coin_duel_heuristic), (hunt, pack_hunt_baseline)):
+    scripted = [(duel, coin_duel_heuristic)] + [
+        (env, play) for env, play, _ in cooperative.values()
+    ]
+    for env, player in scripted:
         runs = [microseconds_per_step(env, player, 500, args.seed) for _ in range(args.repeats)]
         lines.append(f"| {type(env).__name__} | {statistics.median(runs):.1f} |")
         print(lines[-1], flush=True)

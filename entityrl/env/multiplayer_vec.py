@@ -12,7 +12,9 @@ single-player rules of :class:`~entityrl.env.vec_env.VecEnv`:
   (its row is empty until then; its first observation carries no reward);
 - when every player has left, the game resets: ``game_over`` marks its rows, and each of
   them reports its player's ``episode_return`` and ``episode_length`` (and the player's own
-  metrics) in :attr:`VecObs.metrics`, one value per ``game_over`` row in row order;
+  metrics) in :attr:`VecObs.metrics`, one value per ``game_over`` row in row order; in a game
+  with groups, also ``group_return``: the rewards of its player's group over the game, those
+  paid after the player left included (0 for a player in no group);
 - ``group_reward`` gives every row its group's reward for the step, whether its player is in
   play or not (what algorithms that credit players after they leave need).
 """
@@ -110,6 +112,7 @@ class PlayerVecEnv(VecEnv):
             global_features=np.zeros(len(self.obs_space.global_features), np.float32)
         )
         self._returns = np.zeros(rows, dtype=np.float64)
+        self._group_returns = np.zeros(rows, dtype=np.float64)  # paid in play or not
         self._lengths = np.zeros(rows, dtype=np.int64)
         self._metrics: list[dict[str, float]] = [{} for _ in range(rows)]
         self._last: VecObs | None = None
@@ -138,6 +141,7 @@ class PlayerVecEnv(VecEnv):
         for g, game in enumerate(self.games):
             observations.extend(self._reset_game(g, game))
         self._returns[:] = 0
+        self._group_returns[:] = 0
         self._lengths[:] = 0
         self._metrics = [dict(obs.metrics) for obs in observations]
         self._observations = observations
@@ -207,6 +211,7 @@ class PlayerVecEnv(VecEnv):
         stepped = [*np.flatnonzero(self._in_play).tolist(), *joined]
         self.checks.observations([observations[r] for r in stepped], stepped)
         self._returns += reward
+        self._group_returns += group_reward
         self._lengths += self._in_play
         self._in_play &= ~done
         self._joined[joined] = True
@@ -252,9 +257,12 @@ class PlayerVecEnv(VecEnv):
         for row in rows:
             metrics.setdefault("episode_return", []).append(float(self._returns[row]))
             metrics.setdefault("episode_length", []).append(float(self._lengths[row]))
+            if self.group_names:
+                metrics.setdefault("group_return", []).append(float(self._group_returns[row]))
             for key, value in self._metrics[row].items():
                 metrics.setdefault(key, []).append(float(value))
         self._returns[rows.start : rows.stop] = 0
+        self._group_returns[rows.start : rows.stop] = 0
         self._lengths[rows.start : rows.stop] = 0
 
     def _batch(
@@ -280,6 +288,7 @@ class PlayerVecEnv(VecEnv):
         "_in_play",
         "_joined",
         "_returns",
+        "_group_returns",
         "_lengths",
         "_metrics",
         "_last",

@@ -22,6 +22,7 @@ from entityrl.envs.coin_duel import CoinDuel
 from entityrl.envs.corridor import Corridor
 from entityrl.envs.count import Count
 from entityrl.envs.floor_is_lava import FloorIsLava
+from entityrl.envs.guarded_exit import GuardedExit
 from entityrl.envs.minefield import Minefield
 from entityrl.envs.minesweeper import MineSweeper
 from entityrl.envs.move_to_origin import ContinuousMoveToOrigin, MoveToOrigin
@@ -51,6 +52,7 @@ REGISTRY: dict[str, EnvClass] = {
     "DayAndNight": DayAndNight,
     "FloorIsLava": FloorIsLava,
     "FourSeason": FourSeason,
+    "GuardedExit": GuardedExit,
     "Minefield": Minefield,
     "MineSweeper": MineSweeper,
     "MoveToOrigin": MoveToOrigin,
@@ -265,6 +267,7 @@ __all__ = [
     "Corridor",
     "Count",
     "FloorIsLava",
+    "GuardedExit",
     "MineSweeper",
     "Minefield",
     "MoveToOrigin",

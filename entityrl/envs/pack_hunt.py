@@ -4,20 +4,18 @@ from __future__ import annotations
 
 from entityrl.env import (
     Entity,
-    GlobalCategoricalActionMask,
-    GlobalCategoricalActionSpace,
     Observation,
     ObsSpace,
 )
-from entityrl.env.multiplayer import MultiPlayerEnvironment, PlayerActions
-from entityrl.envs.grid import MOVES_OR_STAY, Cell, draw_grid, sample_free_cells, step_within
+from entityrl.env.multiplayer import PlayerActions
+from entityrl.envs.grid import Cell, draw_grid, sample_free_cells, step_within
+from entityrl.envs.grid_group import GridGroupGame
 from entityrl.envs.in_play import check_in_play, global_choice
 
-GROUP = "pack"
 HUNTERS_TO_CAPTURE = 2
 
 
-class PackHunt(MultiPlayerEnvironment):
+class PackHunt(GridGroupGame):
     """``num_hunters`` hunters (players "0", "1", ...) on a ``size`` x ``size`` grid with
     ``num_prey`` prey and ``num_hazards`` hazards, all at random distinct cells.
 
@@ -43,6 +41,8 @@ class PackHunt(MultiPlayerEnvironment):
     Optimal return: ``num_prey`` (3.0 by default) per hunter, every prey captured.
     """
 
+    GROUP = "pack"
+
     def __init__(
         self,
         size: int = 8,
@@ -52,8 +52,7 @@ class PackHunt(MultiPlayerEnvironment):
         sight: int = 2,
         max_steps: int = 50,
     ) -> None:
-        if size < 2:
-            raise ValueError(f"PackHunt: size must be >= 2, got {size}")
+        super().__init__(size, num_hunters, sight, max_steps)
         if num_hunters < HUNTERS_TO_CAPTURE:
             raise ValueError(
                 f"PackHunt: num_hunters must be >= {HUNTERS_TO_CAPTURE} (a capture takes "
@@ -70,32 +69,17 @@ class PackHunt(MultiPlayerEnvironment):
                 f"prey and {num_hazards} hazards (needs {num_hunters + num_prey + num_hazards} "
                 "cells)"
             )
-        if sight < 0:
-            raise ValueError(f"PackHunt: sight must be >= 0, got {sight}")
-        if max_steps < 1:
-            raise ValueError(f"PackHunt: max_steps must be >= 1, got {max_steps}")
-        self.size = size
         self.num_hunters = num_hunters
         self.num_prey = num_prey
         self.num_hazards = num_hazards
-        self.sight = sight
-        self.max_steps = max_steps
-        self.names = tuple(str(i) for i in range(num_hunters))
         self.hunters: dict[str, Cell] = {}  # the hunters in play, by player
         self.prey: list[Cell] = []
         self.hazards: list[Cell] = []
         self.captured = 0
         self.captured_now = 0
-        self.steps = 0
-
-    def players(self) -> tuple[str, ...]:
-        return self.names
-
-    def groups(self) -> dict[str, str]:
-        return dict.fromkeys(self.names, GROUP)
 
     def group_reward(self) -> dict[str, float]:
-        return {GROUP: float(self.captured_now)}
+        return {self.GROUP: float(self.captured_now)}
 
     def obs_space(self) -> ObsSpace:
         relative = ["x", "y", "dx", "dy"]
@@ -108,9 +92,6 @@ class PackHunt(MultiPlayerEnvironment):
             },
             global_features=["steps_left", "size"],
         )
-
-    def action_space(self) -> dict[str, GlobalCategoricalActionSpace]:
-        return {"move": GlobalCategoricalActionSpace(list(MOVES_OR_STAY))}
 
     def reset(self) -> dict[str, Observation]:
         n, k = self.num_hunters, self.num_prey
@@ -150,10 +131,7 @@ class PackHunt(MultiPlayerEnvironment):
         over = (
             not self.prey or len(self.hunters) < HUNTERS_TO_CAPTURE or self.steps >= self.max_steps
         )
-        observations = {p: self.observe(p, cell, done=True) for p, cell in eliminated.items()}
-        observations.update(
-            {p: self.observe(p, cell, done=over) for p, cell in self.hunters.items()}
-        )
+        observations = self.answer(eliminated, self.hunters, over)
         if over:
             self.hunters = {}
         return observations
@@ -163,13 +141,12 @@ class PackHunt(MultiPlayerEnvironment):
         x, y = me
         allies = [cell for p, cell in self.hunters.items() if p != player]
         hunters = list(self.hunters.values())
-        seen = self.sight
         # Every entity is listed; those out of sight are hidden from the policy only.
         rows: dict[str, list[tuple[int, ...]]] = {}
         visible: dict[str, list[bool]] = {}
         for name, cells in (("Ally", allies), ("Prey", self.prey), ("Hazard", self.hazards)):
             rows[name] = [(cx, cy, cx - x, cy - y) for cx, cy in cells]
-            visible[name] = [abs(cx - x) <= seen and abs(cy - y) <= seen for cx, cy in cells]
+            visible[name] = [self.in_sight(me, cell) for cell in cells]
         rows["Prey"] = [
             (*row, hunters_next(cell, hunters))
             for row, cell in zip(rows["Prey"], self.prey, strict=True)
@@ -177,15 +154,7 @@ class PackHunt(MultiPlayerEnvironment):
         metrics = {}
         if done:
             metrics = {"captured": float(self.captured), "hunters_left": float(len(self.hunters))}
-        return Observation(
-            features={"Self": [me], **rows},
-            global_features=[self.max_steps - self.steps, self.size],
-            visible=visible,
-            actions={"move": GlobalCategoricalActionMask()},
-            reward=0.0,
-            done=done,
-            metrics=metrics,
-        )
+        return self.view({"Self": [me], **rows}, visible, done, metrics)
 
     def render(self) -> str:
         symbols = dict.fromkeys(self.hazards, "X") | dict.fromkeys(self.prey, "p")

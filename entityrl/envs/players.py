@@ -168,6 +168,36 @@ def pack_hunt_baseline(obs: Observation) -> dict[str, Action]:
     return move(min(safe, key=safe.__getitem__))
 
 
+# ---------------------------------------------------------------------------- GuardedExit
+def guarded_exit_baseline(obs: Observation) -> dict[str, Action]:
+    """Holding the key, walk to the exit; else walk to the key if it lies in sight; else, with
+    the guard in sight and no ally in sight nearer to it (ties: go), walk into the guard; with
+    nothing to do in sight, patrol the four cells one in from the corners, a corner per 6
+    steps (with the default sight of 2, the patrol sees the whole grid).
+
+    Its weaknesses: two explorers that do not see each other may both walk into the guard;
+    the patrol ignores where the allies look; and the key's holder searches for an exit out
+    of sight by the same patrol.
+    """
+    me = obs.features["Self"][0]
+    allies = in_sight(obs, "Ally")
+    guard, key, exit_ = (in_sight(obs, name) for name in ("Guard", "Key", "Exit"))
+    if me[2] and exit_:
+        goal: Row = exit_[0]
+    elif key and not any(ally[4] for ally in allies):
+        goal = key[0]
+    elif (
+        guard and not me[2] and all(distance(a, guard[0]) >= distance(me, guard[0]) for a in allies)
+    ):
+        goal = guard[0]
+    else:
+        steps_left, size = obs.global_features
+        far = size - 2
+        corners = ((1, 1), (1, far), (far, far), (far, 1))
+        goal = corners[int(steps_left // 6) % 4]
+    return move(step_towards(me, goal))
+
+
 def in_sight(obs: Observation, entity_type: str) -> list[Row]:
     """The rows of the entities of one type the policy sees."""
     rows = obs.features.get(entity_type, [])
@@ -179,6 +209,7 @@ __all__ = [
     "ScriptedFunction",
     "coin_duel_heuristic",
     "coin_duel_hunter",
+    "guarded_exit_baseline",
     "pack_hunt_baseline",
     "play_game",
     "uniform_random",

@@ -116,10 +116,7 @@ def play_match(
             if len(results) >= games:
                 break
     else:
-        raise ValueError(
-            f"the match did not finish {games} games in {max_steps:,} steps: under these "
-            "players the game may never end"
-        )
+        raise unfinished("the match", games, max_steps)
     scores = np.array([r.score for r in results[:games]])
     return MatchResult(
         int((scores == 1).sum()), int((scores == 0.5).sum()), int((scores == 0).sum())
@@ -136,3 +133,37 @@ def load_opponent(spec: str, env: PlayerVecEnv, seed: int, deterministic: bool =
     agent = load_agent(spec, deterministic=deterministic, seed=seed + 1)
     agent.check_env(env)
     return NetworkPlayer(agent.net, agent.generator, deterministic=deterministic)
+
+
+def group_returns(
+    player: Player, env: PlayerVecEnv, games: int, max_steps: int = 100_000
+) -> npt.NDArray[np.float64]:
+    """The return of each game's group (that of its first player: the sum of the group's
+    rewards, those paid after players left included) over ``games`` complete games of a
+    cooperative game, ``player`` in every seat; in the order the games end."""
+    if games < 1:
+        raise ValueError(f"games must be >= 1, got {games}")
+    first = np.arange(0, env.num_envs, len(env.players))
+    state = player.initial_state(np.arange(env.num_envs))
+    obs = env.reset()
+    running = np.zeros(env.num_games)
+    ended: list[float] = []
+    for _ in range(max_steps):
+        actions, state = player.act(obs, state)
+        obs = env.act(actions)
+        assert obs.group_reward is not None, "multi-player batches carry group rewards"
+        running += obs.group_reward[first]
+        if obs.game_over is not None and obs.game_over.any():
+            over = obs.game_over[first]
+            ended += running[over].tolist()
+            running[over] = 0.0
+            if len(ended) >= games:
+                return np.array(ended[:games])
+    raise unfinished("the group", games, max_steps)
+
+
+def unfinished(what: str, games: int, max_steps: int) -> ValueError:
+    return ValueError(
+        f"{what} did not finish {games} games in {max_steps:,} steps: under these players the "
+        "game may never end"
+    )

@@ -14,6 +14,7 @@ from entityrl.envs import lookup, make, make_vec, names
 from entityrl.envs.players import (
     ScriptedFunction,
     coin_duel_heuristic,
+    guarded_exit_baseline,
     pack_hunt_baseline,
     uniform_random,
 )
@@ -22,12 +23,13 @@ MULTIPLAYER = [n for n in names() if issubclass(lookup(n), MultiPlayerEnvironmen
 SCRIPTED: dict[str, ScriptedFunction] = {
     "CoinDuel": coin_duel_heuristic,
     "PackHunt": pack_hunt_baseline,
+    "GuardedExit": guarded_exit_baseline,
 }
-MAX_GAME_STEPS = {"RockPaperScissorsDuel": 1, "CoinDuel": 30, "PackHunt": 50}
+MAX_GAME_STEPS = {"RockPaperScissorsDuel": 1, "CoinDuel": 30, "PackHunt": 50, "GuardedExit": 30}
 
 
-def test_the_three_games_are_registered() -> None:
-    assert sorted(MULTIPLAYER) == ["CoinDuel", "PackHunt", "RockPaperScissorsDuel"]
+def test_the_four_games_are_registered() -> None:
+    assert sorted(MULTIPLAYER) == ["CoinDuel", "GuardedExit", "PackHunt", "RockPaperScissorsDuel"]
 
 
 def play_checked(env: MultiPlayerEnvironment, seats: dict[str, ScriptedFunction]) -> int:

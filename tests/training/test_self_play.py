@@ -142,6 +142,7 @@ def test_rock_paper_scissors_self_play_ends_near_the_equilibrium(
         ("CoinDuel", "coin_duel_heuristic"),
         ("CoinDuel", "coin_duel_hunter"),
         ("PackHunt", "pack_hunt_baseline"),
+        ("GuardedExit", "guarded_exit_baseline"),
     ],
 )
 def test_scripted_players_make_legal_moves_in_batched_games(game: str, function: str) -> None:
