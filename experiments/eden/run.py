@@ -2,10 +2,14 @@
 
 Every study is a grid of training runs: ``base.yaml`` plus a few overrides per run, repeated for
 each seed. A run trains PPO, then its agent (sampled actions) and a uniformly random policy each
-play ``--episodes`` fresh episodes. The study's results (per run and seed: lifetime, return,
-deaths, tasks done, the learning curve) go to ``results/<study>.json``; its figure (mean
-learning curves over the seeds, one panel per setting) to ``docs/images/eden_<study>.png``; its
-table to the section "Results: <title>" of ``docs/survival.md``.
+play ``--episodes`` fresh episodes; its summary goes to ``result.json`` in its run directory
+(``--out``, by default ``runs/eden``: ``OUT/STUDY/RUN_seedS``). A study accumulates over
+sittings: running it again reuses every finished run of the same steps and episodes and
+continues an interrupted one from its checkpoint. The results of all finished runs (per run and
+seed: lifetime, return, deaths, tasks done, the learning curve) go to ``results/<study>.json``;
+the figure (mean learning curves over the seeds, one panel per setting) to
+``docs/images/eden_<study>.png``; the table to the section "Results: <title>" of
+``docs/survival.md``, which says how many of the study's runs it holds.
 
 usage: python experiments/eden/run.py STUDY [--seeds 1 2 3] [--steps 2000000] [--episodes 100]
        [--jobs 1] [--threads 1] [--out DIR] [--runs TEXT] [--no-report]
@@ -19,11 +23,17 @@ import argparse
 import json
 import os
 import re
-import tempfile
+import shutil
+import signal
+import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from entityrl.training.config import TrainConfig
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -32,6 +42,10 @@ BASE = HERE / "base.yaml"
 WORLDS = HERE / "worlds"
 REWARDS = ("dense", "sparse", "very_sparse")
 EXPANSIONS = ("3pig", "5pig", "expand_consume", "expand_pickup", "expand_collect", "expand_all")
+STUDY_SEEDS = (1, 2, 3)
+"""The seeds of a whole study: a study with fewer is reported as partial."""
+DEFAULT_OUT = ROOT / "runs" / "eden"
+RESULT_FILE = "result.json"
 
 
 @dataclass(frozen=True)
@@ -123,42 +137,124 @@ STUDIES = _grid()
 
 
 # ---------------------------------------------------------------------------- one run
-def run_one(study: str, run: Run, seed: int, args: argparse.Namespace, out: Path) -> dict:
-    from entityrl.env import RandomPolicy
-    from entityrl.training import evaluate, load_agent, make_eval_env
-    from entityrl.training.config import load_config
-    from entityrl.training.run_log import read_metrics
+def run_dir_of(out: Path, study: str, run: Run, seed: int) -> Path:
+    return out / study / f"{run.name}_seed{seed}"
+
+
+def run_one(study: str, run: Run, seed: int, args: argparse.Namespace, out: Path) -> dict | None:
+    """Train and evaluate one run, or take what an earlier sitting left: its ``result.json`` if
+    it was of ``args.steps`` steps and ``args.episodes`` episodes, else its checkpoint (training
+    continues from there, or is evaluated again if it was complete). The run's summary is
+    written to ``result.json``; None if the training was interrupted (Ctrl-C): its checkpoint is
+    kept for the next sitting."""
+    from entityrl.training.checkpoint import CheckpointError
     from entityrl.training.runner import Trainer
 
-    run_dir = out / study / f"{run.name}_seed{seed}"
-    overrides = [*run.overrides, *_settings(args, seed, run_dir)]
-    config = load_config(BASE, overrides)
+    run_dir = run_dir_of(out, study, run, seed)
+    tag = f"{study}/{run_dir.name}"
+    summary = finished_summary(run_dir, args.steps, args.episodes)
+    if summary is not None:
+        _say(f"{tag}: reused its {RESULT_FILE} ({args.steps:,} steps, {args.episodes} episodes)")
+        return summary
     started = time.time()
-    Trainer(config).run()
-    seconds = time.time() - started
-    agent = load_agent(run_dir, seed=0)
-    with make_eval_env(agent, num_envs=32, seed=777) as env:
-        trained = evaluate(agent, env, args.episodes)
-        baseline = evaluate(RandomPolicy(env.action_space, seed=0), env, args.episodes)
-    tasks = sorted(k for k in trained.metrics if k.startswith("task/"))
-    return {
+    trained = _trained_steps(run_dir, args.steps, tag)
+    seconds = 0.0
+    if trained < args.steps:
+        config = load_config_of(run, seed, args, run_dir)
+        where = f"from its checkpoint of step {trained:,}" if trained else "from scratch"
+        _say(f"{tag}: training {where} to {args.steps:,} steps")
+        try:
+            result = Trainer(config, resume=run_dir if trained else None).run()
+        except CheckpointError as err:
+            raise CheckpointError(
+                f"{run_dir}: {err}; remove that directory to train the run again"
+            ) from None
+        seconds = result.seconds
+        if result.interrupted:
+            _say(
+                f"{tag}: interrupted at step {result.steps:,} after {_clock(seconds)}; its "
+                "checkpoint is kept and the next sitting continues from it"
+            )
+            return None
+    else:
+        _say(f"{tag}: training was complete ({trained:,} steps); evaluating")
+    summary = {
         "panel": run.panel,
         "label": run.label,
         "seed": seed,
         "steps": args.steps,
+        "episodes": args.episodes,
+        **_evaluate(run_dir, args.episodes),
+        "resumed_from": trained,
+        "seconds": seconds,
+    }
+    write_json(run_dir / RESULT_FILE, summary)
+    _say(
+        f"{tag}: finished in {_clock(time.time() - started)}: lifetime {summary['lifetime']:.1f} "
+        f"(random {summary['random_lifetime']:.1f}), return {summary['return']:.2f}"
+    )
+    return summary
+
+
+def finished_summary(run_dir: Path, steps: int, episodes: int) -> dict | None:
+    """The run's ``result.json``, if it exists and is of these steps and episodes."""
+    path = run_dir / RESULT_FILE
+    if not path.is_file():
+        return None
+    summary = json.loads(path.read_text())
+    return summary if (summary["steps"], summary["episodes"]) == (steps, episodes) else None
+
+
+def _trained_steps(run_dir: Path, steps: int, tag: str) -> int:
+    """Steps the run's checkpoint has trained towards a budget of ``steps`` (0: none). A run
+    directory without a checkpoint, or whose checkpoint is of another budget, is cleared: its
+    learning-rate schedule was another, so the run starts over."""
+    from entityrl.training.checkpoint import CHECKPOINT_FILE, load_checkpoint
+
+    if not run_dir.exists():
+        return 0
+    if (run_dir / CHECKPOINT_FILE).is_file():
+        saved = load_checkpoint(run_dir)
+        budget = saved["config"]["total_timesteps"]
+        if budget == steps:
+            return int(saved["step"])
+        _say(f"{tag}: its checkpoint is of a {budget:,}-step run, not {steps:,}: starting over")
+    # What is left of a run that stopped before its first checkpoint (or of another budget).
+    shutil.rmtree(run_dir)
+    return 0
+
+
+def _evaluate(run_dir: Path, episodes: int) -> dict:
+    """The trained agent (sampled actions) and a uniformly random policy, each over
+    ``episodes`` fresh episodes, and the run's learning curve."""
+    from entityrl.env import RandomPolicy
+    from entityrl.training import evaluate, load_agent, make_eval_env
+    from entityrl.training.run_log import read_metrics
+
+    agent = load_agent(run_dir, seed=0)
+    with make_eval_env(agent, num_envs=32, seed=777) as env:
+        trained = evaluate(agent, env, episodes)
+        baseline = evaluate(RandomPolicy(env.action_space, seed=0), env, episodes)
+    tasks = sorted(k for k in trained.metrics if k.startswith("task/"))
+    return {
         "lifetime": trained.mean("episode_length"),
         "return": trained.mean("episode_return"),
         "died": trained.mean("died"),
         "tasks": {t.removeprefix("task/"): trained.mean(t) for t in tasks},
         "random_lifetime": baseline.mean("episode_length"),
         "random_return": baseline.mean("episode_return"),
-        "seconds": seconds,
         "curve": [
             (r["step"], r["episode/episode_length"], r.get("episode/episode_return"))
             for r in read_metrics(run_dir)
             if "episode/episode_length" in r
         ],
     }
+
+
+def load_config_of(run: Run, seed: int, args: argparse.Namespace, run_dir: Path) -> TrainConfig:
+    from entityrl.training.config import load_config
+
+    return load_config(BASE, [*run.overrides, *_settings(args, seed, run_dir)])
 
 
 def _settings(args: argparse.Namespace, seed: int, run_dir: Path | str) -> list[str]:
@@ -170,6 +266,19 @@ def _settings(args: argparse.Namespace, seed: int, run_dir: Path | str) -> list[
         "log.progress=false",
         f"torch_threads={args.threads}",
     ]
+
+
+def _say(line: str) -> None:
+    """A line of progress, with the time of day (runs of a study may take hours)."""
+    # One write: the lines of runs trained in parallel processes do not interleave.
+    sys.stdout.write(f"{time.strftime('%H:%M:%S')} {line}\n")
+    sys.stdout.flush()
+
+
+def _clock(seconds: float) -> str:
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"
 
 
 # ---------------------------------------------------------------------------- reporting
@@ -204,7 +313,8 @@ def plot(study: Study, results: list[dict], path: Path) -> None:
                 ax.fill_between(grid, ys.min(axis=0), ys.max(axis=0), alpha=0.2)
         axes[0, column].set(title=panel, ylabel="lifetime")
         axes[1, column].set(xlabel="environment steps", ylabel="episode return")
-        axes[0, column].legend(fontsize=7)
+        if axes[0, column].get_legend_handles_labels()[0]:  # a panel of unfinished runs has none
+            axes[0, column].legend(fontsize=7)
     tmp = path.with_suffix(".tmp.png")
     fig.savefig(tmp, dpi=100)
     plt.close(fig)
@@ -221,6 +331,7 @@ def table(study: Study, results: list[dict]) -> str:
     for run in study.runs:
         mine = [r for r in results if (r["panel"], r["label"]) == (run.panel, run.label)]
         if not mine:
+            rows.append(f"| {run.panel} | {run.label} | 0 | none finished yet | | | |")
             continue
         life = np.array([r["lifetime"] for r in mine])
         rows.append(
@@ -232,55 +343,127 @@ def table(study: Study, results: list[dict]) -> str:
     return "\n".join(rows)
 
 
-def write_section(name: str, study: Study, results: list[dict], args: argparse.Namespace) -> None:
+def finished_results(name: str, out: Path, steps: int, episodes: int) -> list[dict]:
+    """The summaries of the study's finished runs of these steps and episodes, whichever
+    sitting (and whichever ``--runs`` or ``--seeds``) trained them, in the study's order."""
+    results = []
+    for run in STUDIES[name].runs:
+        found = {}
+        for path in (out / name).glob(f"{run.name}_seed*/{RESULT_FILE}"):
+            seed = re.fullmatch(rf"{re.escape(run.name)}_seed(\d+)", path.parent.name)
+            summary = seed and finished_summary(path.parent, steps, episodes)
+            if summary:
+                found[int(seed[1])] = summary
+        results += [found[seed] for seed in sorted(found)]
+    return results
+
+
+def section(name: str, results: list[dict], seeds: list[int], steps: int, episodes: int) -> str:
+    """The study's "Results" section of docs/survival.md; it says how much of the study
+    (every run at each of ``seeds``) it holds."""
+    study = STUDIES[name]
+    expected = len(study.runs) * len(seeds)
+    grid = f"{len(study.runs)} runs × seeds {', '.join(map(str, seeds))}"
+    coverage = (
+        f"All {expected} runs of the study ({grid}) are in."
+        if len(results) == expected
+        else f"**Partial: {len(results)} of the study's {expected} runs ({grid}) are finished; "
+        "the table and the figure show only those.**"
+    )
+    command = (
+        f"python experiments/eden/run.py {name} --seeds {' '.join(map(str, seeds))} "
+        f"--steps {steps} --episodes {episodes}"
+    )
+    return (
+        f"### Results: {study.title}\n\nCommand: `{command}` (lifetime: mean ± std over the "
+        f"seeds of each seed's mean over {episodes} episodes). {coverage}\n\n"
+        f"{table(study, results)}\n\n![{study.title}](images/eden_{name}.png)\n"
+    )
+
+
+def report(name: str, out: Path, args: argparse.Namespace) -> None:
+    """The study's results json, figure and docs section, from all its finished runs."""
+    results = finished_results(name, out, args.steps, args.episodes)
+    if not results:
+        print(f"no run of {name} is finished yet: no results, figure or docs written")
+        return
+    write_json(HERE / "results" / f"{name}.json", results)
     figure = DOCS / "images" / f"eden_{name}.png"
     figure.parent.mkdir(parents=True, exist_ok=True)
-    plot(study, results, figure)
-    seeds = " ".join(str(s) for s in args.seeds)
-    heading = f"### Results: {study.title}"
-    body = (
-        f"{heading}\n\nCommand: `python experiments/eden/run.py {name} --seeds {seeds} "
-        f"--steps {args.steps} --episodes {args.episodes}` (lifetime: mean ± std over the "
-        f"seeds of each seed's mean over {args.episodes} episodes).\n\n{table(study, results)}\n\n"
-        f"![{study.title}](images/{figure.name})\n"
-    )
+    plot(STUDIES[name], results, figure)
+    seeds = sorted({*STUDY_SEEDS, *args.seeds, *(r["seed"] for r in results)})
+    body = section(name, results, seeds, args.steps, args.episodes)
     doc = DOCS / "survival.md"
     text = doc.read_text()
+    heading = body.split("\n", 1)[0]
     pattern = re.compile(rf"^{re.escape(heading)}\n.*?(?=^##|\Z)", re.S | re.M)
     text = pattern.sub(lambda _: body + "\n", text) if pattern.search(text) else text + "\n" + body
     tmp = doc.with_suffix(".tmp")
     tmp.write_text(text)
     os.replace(tmp, doc)
+    print(
+        f"wrote experiments/eden/results/{name}.json ({len(results)} runs), "
+        f"docs/images/{figure.name}, docs/survival.md"
+    )
 
 
-def _save(path: Path, results: list[dict]) -> None:
+def write_json(path: Path, data: object) -> None:
+    """Written to a temporary file and renamed: a crash never leaves half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(results, indent=1))
+    tmp.write_text(json.dumps(data, indent=1))
     os.replace(tmp, path)
 
 
 # ---------------------------------------------------------------------------- main
+def train_all(name: str, study: Study, args: argparse.Namespace, out: Path) -> bool:
+    """Every run of ``study`` at each seed; False if interrupted (Ctrl-C) before the end."""
+    tasks = [(run, seed) for run in study.runs for seed in args.seeds]
+    if args.jobs == 1:
+        # all() stops at the first interrupted run: Ctrl-C ends the sitting.
+        return all(run_one(name, run, seed, args, out) is not None for run, seed in tasks)
+    # Workers ignore Ctrl-C except while training (the trainer's own handler ends the run
+    # after its iteration and saves a checkpoint); the main process cancels what has not begun.
+    with ProcessPoolExecutor(args.jobs, initializer=signal.signal,
+                             initargs=(signal.SIGINT, signal.SIG_IGN)) as pool:  # fmt: skip
+        futures = [pool.submit(run_one, name, run, seed, args, out) for run, seed in tasks]
+        try:
+            summaries = [future.result() for future in as_completed(futures)]
+        except KeyboardInterrupt:
+            pool.shutdown(cancel_futures=True)
+            return False
+    return all(summary is not None for summary in summaries)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("study", nargs="?", choices=sorted(STUDIES))
     parser.add_argument("--list", action="store_true", help="list the studies and their runs")
     parser.add_argument("--commands", action="store_true", help="print the runs' train commands")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--seeds", type=int, nargs="+", default=list(STUDY_SEEDS))
     parser.add_argument("--steps", type=int, default=2_000_000, help="per run (default 2M)")
     parser.add_argument("--episodes", type=int, default=100, help="evaluation episodes")
     parser.add_argument("--threads", type=int, default=1, help="torch threads per run")
     parser.add_argument("--jobs", type=int, default=1, help="runs trained at the same time")
-    parser.add_argument("--out", type=Path, help="keep the run directories here")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=DEFAULT_OUT,
+        help=f"run directories go to OUT/STUDY/RUN_seedS (default {DEFAULT_OUT.relative_to(ROOT)})",
+    )
     parser.add_argument(
         "--runs", metavar="TEXT", help="only the runs whose name contains TEXT (see --commands)"
     )
     parser.add_argument(
         "--no-report",
         action="store_true",
-        help="only print each run's summary (for smoke runs): no results/, docs/ or figure",
+        help="only train and evaluate the runs (for smoke runs): no results/, docs/ or figure",
     )
     args = parser.parse_args()
+    for option in ("steps", "episodes", "threads", "jobs"):
+        if getattr(args, option) < 1:
+            parser.error(f"--{option} must be at least 1, got {getattr(args, option)}")
+    args.out = args.out.resolve()  # before moving to the repository's root
     os.chdir(ROOT)
     if args.list or args.study is None:
         for name, study in STUDIES.items():
@@ -289,38 +472,46 @@ def main() -> None:
     study = STUDIES[args.study]
     if args.runs:
         study = Study(study.title, tuple(r for r in study.runs if args.runs in r.name))
+        if not study.runs:
+            parser.error(f"--runs {args.runs}: no run of {args.study} has that in its name")
     if args.commands:
         for run in study.runs:
             for seed in args.seeds:
-                run_dir = f"runs/eden/{args.study}/{run.name}_seed{seed}"
-                settings = _settings(args, seed, run_dir)[:3]
+                run_dir = run_dir_of(args.out, args.study, run, seed)
+                shown = run_dir.relative_to(ROOT) if run_dir.is_relative_to(ROOT) else run_dir
+                settings = _settings(args, seed, shown)[:3]
                 print(
                     " ".join(
                         ["entityrl train", str(BASE.relative_to(ROOT)), *run.overrides, *settings]
                     )
                 )
         return
-    results: list[dict] = []
-    out_json = HERE / "results" / f"{args.study}.json"
-    with tempfile.TemporaryDirectory() as tmp, ProcessPoolExecutor(args.jobs) as pool:
-        out = args.out or Path(tmp)
-        futures = [
-            pool.submit(run_one, args.study, run, seed, args, out)
-            for run in study.runs
-            for seed in args.seeds
-        ]
-        for future in futures:
-            results.append(future.result())
-            summary = {k: v for k, v in results[-1].items() if k != "curve"}
-            print(json.dumps(summary), flush=True)
-            if not args.no_report:
-                _save(out_json, results)
-    if args.no_report:
-        return
-    write_section(args.study, study, results, args)
-    print(
-        f"wrote {out_json.relative_to(ROOT)}, docs/images/eden_{args.study}.png, docs/survival.md"
+    from entityrl.training.checkpoint import CheckpointError
+    from entityrl.training.config import ConfigError
+
+    total = len(study.runs) * len(args.seeds)
+    seeds = " ".join(map(str, args.seeds))
+    _say(f"{args.study}: {len(study.runs)} runs x seeds {seeds}, kept in {args.out / args.study}")
+    started = time.time()
+    try:
+        complete = train_all(args.study, study, args, args.out)
+    except KeyboardInterrupt:
+        complete = False
+    except (ConfigError, CheckpointError) as err:
+        sys.exit(f"experiments/eden/run.py: error: {err}")
+    done = sum(
+        finished_summary(run_dir_of(args.out, args.study, run, seed), args.steps, args.episodes)
+        is not None
+        for run in study.runs
+        for seed in args.seeds
     )
+    _say(f"{args.study}: {done} of {total} runs finished, after {_clock(time.time() - started)}")
+    if not complete:
+        print("interrupted: run the same command again to continue where it stopped")
+    if not args.no_report:
+        report(args.study, args.out, args)
+    if not complete:
+        sys.exit(130)
 
 
 if __name__ == "__main__":

@@ -1,17 +1,26 @@
 """Every run of the Eden studies (experiments/eden/run.py) is a valid training config whose
-environment builds and steps: a typo in a study's overrides fails here, not hours into a run."""
+environment builds and steps: a typo in a study's overrides fails here, not hours into a run.
+A study accumulates over sittings: finished runs are reused, interrupted ones continued."""
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
+import json
+import os
+import signal
 import sys
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
 from entityrl.env import RandomPolicy
 from entityrl.envs import make_vec
+from entityrl.training import Callback, TrainConfig, Trainer, TrainResult, runner
+from entityrl.training.checkpoint import load_checkpoint
 from entityrl.training.config import load_config
+from entityrl.training.run_log import read_metrics
 
 ROOT = Path(__file__).resolve().parents[3]
 spec = importlib.util.spec_from_file_location("eden_run", ROOT / "experiments/eden/run.py")
@@ -50,3 +59,121 @@ def test_every_run_is_a_valid_config_whose_world_steps(
     policy = RandomPolicy(env.action_space, seed=0)
     for _ in range(3):
         obs = env.act(policy.act(obs))
+
+
+# ---------------------------------------------------------------------------- sittings
+# A run of one PPO iteration (64 environments x 32 steps) whose episodes end within 50 steps.
+TINY = eden.Run("tiny", "tiny", ("env.kwargs.life_limit=50",))
+
+
+def settings(steps: int = 2048, episodes: int = 4) -> argparse.Namespace:
+    return argparse.Namespace(steps=steps, episodes=episodes, threads=1)
+
+
+class TrainerSpy:
+    """The real Trainer, remembering where each one started; ``interrupt`` sends the run a
+    Ctrl-C after its first iteration."""
+
+    started: ClassVar[list[tuple[Path | None, int]]] = []
+    interrupt = False
+
+    def __init__(self, config: TrainConfig, env: object = None, resume: Path | None = None) -> None:
+        callbacks = [CtrlC()] if TrainerSpy.interrupt else []
+        self.trainer = Trainer(config, env, resume, callbacks=callbacks)
+        TrainerSpy.started.append((resume, self.trainer.step))
+
+    def run(self) -> TrainResult:
+        return self.trainer.run()
+
+
+class CtrlC(Callback):
+    def on_iteration(self, trainer: Trainer, metrics: dict[str, float]) -> None:
+        os.kill(os.getpid(), signal.SIGINT)  # the trainer's handler: stop after this iteration
+
+
+@pytest.fixture
+def spy(monkeypatch: pytest.MonkeyPatch) -> type[TrainerSpy]:
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(runner, "Trainer", TrainerSpy)
+    monkeypatch.setattr(TrainerSpy, "started", [])
+    return TrainerSpy
+
+
+def test_a_finished_run_is_reused_and_evaluated_again_for_other_episodes(
+    spy: type[TrainerSpy], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first = eden.run_one("s", TINY, 1, settings(), tmp_path)
+    run_dir = tmp_path / "s" / "tiny_tiny_seed1"
+    assert first == json.loads((run_dir / "result.json").read_text())
+    assert (first["steps"], first["episodes"], first["resumed_from"]) == (2048, 4, 0)
+    assert spy.started == [(None, 0)]
+    trained_at = (run_dir / "checkpoint.pt").stat().st_mtime_ns
+
+    assert eden.run_one("s", TINY, 1, settings(), tmp_path) == first
+    assert "s/tiny_tiny_seed1: reused its result.json" in capsys.readouterr().out
+
+    again = eden.run_one("s", TINY, 1, settings(episodes=6), tmp_path)
+    assert again["episodes"] == 6 and again["curve"] == first["curve"]
+    assert spy.started == [(None, 0)]  # neither sitting trained again
+    assert (run_dir / "checkpoint.pt").stat().st_mtime_ns == trained_at
+
+
+def test_an_interrupted_run_keeps_its_checkpoint_and_the_next_sitting_continues_it(
+    spy: type[TrainerSpy], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(TrainerSpy, "interrupt", True)
+    assert eden.run_one("s", TINY, 1, settings(steps=4096), tmp_path) is None
+    run_dir = tmp_path / "s" / "tiny_tiny_seed1"
+    assert not (run_dir / "result.json").exists()
+    assert load_checkpoint(run_dir)["step"] == 2048
+
+    monkeypatch.setattr(TrainerSpy, "interrupt", False)
+    summary = eden.run_one("s", TINY, 1, settings(steps=4096), tmp_path)
+    assert spy.started == [(None, 0), (run_dir, 2048)]
+    assert summary is not None and summary["resumed_from"] == 2048
+    assert load_checkpoint(run_dir)["step"] == 4096
+    assert [r["step"] for r in read_metrics(run_dir)] == [2048, 4096]
+
+
+def test_a_run_of_other_steps_is_trained_again_from_scratch(
+    spy: type[TrainerSpy], tmp_path: Path
+) -> None:
+    eden.run_one("s", TINY, 1, settings(steps=2048), tmp_path)
+    summary = eden.run_one("s", TINY, 1, settings(steps=4096), tmp_path)
+    assert spy.started == [(None, 0), (None, 0)]
+    assert summary is not None and summary["steps"] == 4096
+    run_dir = tmp_path / "s" / "tiny_tiny_seed1"
+    assert [r["step"] for r in read_metrics(run_dir)] == [2048, 4096]
+    assert load_checkpoint(run_dir)["config"]["total_timesteps"] == 4096
+
+
+def test_the_report_holds_every_finished_run_and_says_when_the_study_is_partial(
+    tmp_path: Path,
+) -> None:
+    study = eden.STUDIES["fig12"]
+    deceptive, very_sparse = study.runs
+
+    def finish(run: eden.Run, seed: int, steps: int = 2048) -> dict:
+        summary = {
+            **{"panel": run.panel, "label": run.label, "seed": seed},
+            **{"steps": steps, "episodes": 4, "return": 1.0, "died": 1.0},
+            **{"lifetime": 100.0 + seed, "random_lifetime": 80.0},
+        }
+        eden.write_json(eden.run_dir_of(tmp_path, "fig12", run, seed) / "result.json", summary)
+        return summary
+
+    # Two sittings' worth (seeds 2 and 1 of one run), and a run of another step count.
+    found = [finish(deceptive, 2), finish(deceptive, 1)]
+    finish(very_sparse, 1, steps=4096)
+    results = eden.finished_results("fig12", tmp_path, 2048, 4)
+    assert results == [found[1], found[0]]
+    partial = eden.section("fig12", results, [1, 2, 3], 2048, 4)
+    assert "**Partial: 2 of the study's 6 runs (2 runs × seeds 1, 2, 3) are finished" in partial
+    assert "| life limit 300 | deceptive | 2 | 101.5 ± 0.5 | 80.0 |" in partial
+    assert "| life limit 300 | very_sparse | 0 | none finished yet |" in partial
+
+    complete = [*results, finish(very_sparse, 1), finish(very_sparse, 2)]
+    text = eden.section("fig12", complete, [1, 2], 2048, 4)
+    assert "All 4 runs of the study (2 runs × seeds 1, 2) are in." in text
+    assert "Partial" not in text
+    assert "`python experiments/eden/run.py fig12 --seeds 1 2 --steps 2048 --episodes 4`" in text
