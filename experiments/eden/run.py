@@ -20,6 +20,8 @@ usage: python experiments/eden/run.py STUDY [--seeds 1 2 3] [--steps 2000000] [-
 from __future__ import annotations
 
 import argparse
+import functools
+import inspect
 import json
 import os
 import re
@@ -27,8 +29,10 @@ import shutil
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -46,6 +50,8 @@ STUDY_SEEDS = (1, 2, 3)
 """The seeds of a whole study: a study with fewer is reported as partial."""
 DEFAULT_OUT = ROOT / "runs" / "eden"
 RESULT_FILE = "result.json"
+LOCK_FILE = "training.pid"
+"""In a run's directory while a process trains or evaluates it: the process's id."""
 
 
 @dataclass(frozen=True)
@@ -136,59 +142,149 @@ def _grid() -> dict[str, Study]:
 STUDIES = _grid()
 
 
+# ---------------------------------------------------------------------------- identity
+UNLEARNED = ("log", "device", "torch_threads")
+"""Config keys that say where a run is kept and what it runs on, not what it learns."""
+WORLD_ARGUMENTS = ("config", "overrides", "life_limit", "horizon")
+"""A survival world's arguments that together name its world."""
+
+
+def identity(config: TrainConfig) -> str:
+    """The experiment a config trains, as canonical json: the resolved config without its
+    ``UNLEARNED`` keys, the environment's arguments completed with the constructor's defaults
+    and, for a survival world, the world they resolve to (file, overrides and life limit) in
+    place of its ``WORLD_ARGUMENTS``. Runs of one identity are one experiment, whichever
+    study names them and however their overrides are written (an explicit default too)."""
+    from entityrl.training.config import to_dict
+
+    values = {k: v for k, v in to_dict(config).items() if k not in UNLEARNED}
+    values["env"]["kwargs"] = _env_arguments(config.env.id, dict(config.env.kwargs))
+    return json.dumps(values, sort_keys=True, default=str)
+
+
+def _env_arguments(env_id: str, kwargs: dict) -> dict:
+    from entityrl.envs import lookup
+    from entityrl.envs.survival import SurvivalWorld
+
+    cls = lookup(env_id)
+    bound = inspect.signature(cls).bind(**kwargs)
+    bound.apply_defaults()
+    arguments = {k: v for k, v in bound.arguments.items() if k not in ("num_envs", "seed")}
+    if isinstance(cls, type) and issubclass(cls, SurvivalWorld):
+        world = cls(1, seed=0, **kwargs).rules.config
+        arguments = {k: v for k, v in arguments.items() if k not in WORLD_ARGUMENTS}
+        arguments["world"] = asdict(world)
+    return arguments
+
+
+def recorded_identity(run_dir: Path) -> str | None:
+    """The identity of the run kept in ``run_dir`` (its ``config.yaml``, as the trainer wrote
+    it), None if there is none or it no longer loads."""
+    file = run_dir / "config.yaml"
+    return _identity_of_file(file, file.stat().st_mtime_ns) if file.is_file() else None
+
+
+@functools.cache
+def _identity_of_file(file: Path, mtime_ns: int) -> str | None:
+    # Cached per version of the file: every run of a sitting looks through all run directories.
+    from entityrl.envs.survival import SurvivalConfigError
+    from entityrl.training.config import ConfigError, load_config
+
+    try:
+        return identity(load_config(file))
+    except (ConfigError, SurvivalConfigError, TypeError, ValueError):
+        return None
+
+
 # ---------------------------------------------------------------------------- one run
 def run_dir_of(out: Path, study: str, run: Run, seed: int) -> Path:
     return out / study / f"{run.name}_seed{seed}"
 
 
+class RunBusyError(RuntimeError):
+    """Another process is training the run."""
+
+
+def home_of(wanted: str, own: Path, out: Path, steps: int, episodes: int) -> Path:
+    """Where the run of identity ``wanted`` whose own directory is ``own`` is kept: ``own``,
+    unless an identical run of any study under ``out`` got further (finished, or trained more
+    steps) and no other process is training it now."""
+    holder = _holder(own)
+    if holder is not None:
+        raise RunBusyError(f"{own}: process {holder} is training this run; wait for its end")
+    twins = [
+        d
+        for d in sorted(out.glob("*/*"))
+        if d != own and _holder(d) is None and recorded_identity(d) == wanted
+    ]
+
+    def progress(run_dir: Path) -> tuple[bool, int]:
+        if recorded_identity(run_dir) != wanted:
+            return False, 0  # own, if it holds nothing of this run: trained from scratch
+        return finished_summary(run_dir, steps, episodes) is not None, _checkpoint_step(run_dir)
+
+    return max([own, *twins], key=progress)  # own on a tie
+
+
 def run_one(study: str, run: Run, seed: int, args: argparse.Namespace, out: Path) -> dict | None:
-    """Train and evaluate one run, or take what an earlier sitting left: its ``result.json`` if
-    it was of ``args.steps`` steps and ``args.episodes`` episodes, else its checkpoint (training
-    continues from there, or is evaluated again if it was complete). The run's summary is
-    written to ``result.json``; None if the training was interrupted (Ctrl-C): its checkpoint is
-    kept for the next sitting."""
+    """Train and evaluate one run, or take what an earlier sitting, of this study or of another
+    with an identical run, left: its ``result.json`` if it was of ``args.steps`` steps and
+    ``args.episodes`` episodes, else its checkpoint (training continues from there, or is
+    evaluated again if it was complete). The run's summary is written to ``result.json``; None
+    if the training was interrupted (Ctrl-C): its checkpoint is kept for the next sitting."""
     from entityrl.training.checkpoint import CheckpointError
+    from entityrl.training.config import load_config
     from entityrl.training.runner import Trainer
 
-    run_dir = run_dir_of(out, study, run, seed)
-    tag = f"{study}/{run_dir.name}"
+    own = run_dir_of(out, study, run, seed)
+    wanted = identity(load_config_of(run, seed, args, own))
+    run_dir = home_of(wanted, own, out, args.steps, args.episodes)
+    tag = f"{study}/{own.name}"
+    if run_dir != own:
+        tag += f" (shares {run_dir.relative_to(out)})"
     summary = finished_summary(run_dir, args.steps, args.episodes)
     if summary is not None:
         _say(f"{tag}: reused its {RESULT_FILE} ({args.steps:,} steps, {args.episodes} episodes)")
-        return summary
+        return {**summary, "panel": run.panel, "label": run.label}
     started = time.time()
-    trained = _trained_steps(run_dir, args.steps, tag)
+    trained = _trained_steps(run_dir, wanted, tag)
     seconds = 0.0
-    if trained < args.steps:
-        config = load_config_of(run, seed, args, run_dir)
-        where = f"from its checkpoint of step {trained:,}" if trained else "from scratch"
-        _say(f"{tag}: training {where} to {args.steps:,} steps")
-        try:
-            result = Trainer(config, resume=run_dir if trained else None).run()
-        except CheckpointError as err:
-            raise CheckpointError(
-                f"{run_dir}: {err}; remove that directory to train the run again"
-            ) from None
-        seconds = result.seconds
-        if result.interrupted:
-            _say(
-                f"{tag}: interrupted at step {result.steps:,} after {_clock(seconds)}; its "
-                "checkpoint is kept and the next sitting continues from it"
+    with _claimed(run_dir):
+        if trained < args.steps:
+            # A run continues under its own recorded config, as `entityrl train --resume` does.
+            config = (
+                load_config(run_dir / "config.yaml", [f"log.run_dir={run_dir}"])
+                if trained
+                else load_config_of(run, seed, args, run_dir)
             )
-            return None
-    else:
-        _say(f"{tag}: training was complete ({trained:,} steps); evaluating")
-    summary = {
-        "panel": run.panel,
-        "label": run.label,
-        "seed": seed,
-        "steps": args.steps,
-        "episodes": args.episodes,
-        **_evaluate(run_dir, args.episodes),
-        "resumed_from": trained,
-        "seconds": seconds,
-    }
-    write_json(run_dir / RESULT_FILE, summary)
+            where = f"from its checkpoint of step {trained:,}" if trained else "from scratch"
+            _say(f"{tag}: training {where} to {args.steps:,} steps")
+            try:
+                result = Trainer(config, resume=run_dir if trained else None).run()
+            except CheckpointError as err:
+                raise CheckpointError(
+                    f"{run_dir}: {err}; remove that directory to train the run again"
+                ) from None
+            seconds = result.seconds
+            if result.interrupted:
+                _say(
+                    f"{tag}: interrupted at step {result.steps:,} after {_clock(seconds)}; its "
+                    "checkpoint is kept and the next sitting continues from it"
+                )
+                return None
+        else:
+            _say(f"{tag}: training was complete ({trained:,} steps); evaluating")
+        summary = {
+            "panel": run.panel,
+            "label": run.label,
+            "seed": seed,
+            "steps": args.steps,
+            "episodes": args.episodes,
+            **_evaluate(run_dir, args.episodes),
+            "resumed_from": trained,
+            "seconds": seconds,
+        }
+        write_json(run_dir / RESULT_FILE, summary)
     _say(
         f"{tag}: finished in {_clock(time.time() - started)}: lifetime {summary['lifetime']:.1f} "
         f"(random {summary['random_lifetime']:.1f}), return {summary['return']:.2f}"
@@ -205,23 +301,69 @@ def finished_summary(run_dir: Path, steps: int, episodes: int) -> dict | None:
     return summary if (summary["steps"], summary["episodes"]) == (steps, episodes) else None
 
 
-def _trained_steps(run_dir: Path, steps: int, tag: str) -> int:
-    """Steps the run's checkpoint has trained towards a budget of ``steps`` (0: none). A run
-    directory without a checkpoint, or whose checkpoint is of another budget, is cleared: its
-    learning-rate schedule was another, so the run starts over."""
+def finished_run(
+    study: str, run: Run, seed: int, out: Path, args: argparse.Namespace
+) -> dict | None:
+    """The summary of the run, as a run of ``study``, if it or an identical run is finished."""
+    own = run_dir_of(out, study, run, seed)
+    wanted = identity(load_config_of(run, seed, args, own))
+    others = (d for d in sorted(out.glob("*/*")) if d != own)
+    twins = [d for d in [own, *others] if recorded_identity(d) == wanted]
+    summary = next(
+        filter(None, (finished_summary(d, args.steps, args.episodes) for d in twins)), None
+    )
+    return summary and {**summary, "panel": run.panel, "label": run.label}
+
+
+def _checkpoint_step(run_dir: Path) -> int:
     from entityrl.training.checkpoint import CHECKPOINT_FILE, load_checkpoint
+
+    return int(load_checkpoint(run_dir)["step"]) if (run_dir / CHECKPOINT_FILE).is_file() else 0
+
+
+def _trained_steps(run_dir: Path, wanted: str, tag: str) -> int:
+    """Steps the run's checkpoint has trained (0: none). A directory without a checkpoint, or
+    holding a run of another identity (another ``--steps``: another learning-rate schedule;
+    an edited ``base.yaml``), is cleared and the run starts over."""
+    from entityrl.training.checkpoint import config_differences
 
     if not run_dir.exists():
         return 0
-    if (run_dir / CHECKPOINT_FILE).is_file():
-        saved = load_checkpoint(run_dir)
-        budget = saved["config"]["total_timesteps"]
-        if budget == steps:
-            return int(saved["step"])
-        _say(f"{tag}: its checkpoint is of a {budget:,}-step run, not {steps:,}: starting over")
-    # What is left of a run that stopped before its first checkpoint (or of another budget).
+    recorded = recorded_identity(run_dir)
+    step = _checkpoint_step(run_dir) if recorded == wanted else 0
+    if step:
+        return step
+    if recorded is not None and recorded != wanted:
+        differing = ", ".join(config_differences(json.loads(recorded), json.loads(wanted)))
+        _say(f"{tag}: its directory holds a run of another config ({differing}): starting over")
+    # What is left of a run that stopped before its first checkpoint (or of another config).
     shutil.rmtree(run_dir)
     return 0
+
+
+def _holder(run_dir: Path) -> int | None:
+    """The id of the live process training the run now, if any."""
+    try:
+        pid = int((run_dir / LOCK_FILE).read_text())
+        os.kill(pid, 0)
+    except PermissionError:  # a live process of another user
+        return pid
+    except (OSError, ValueError):  # no lock, a torn one, or its process has ended
+        return None
+    return pid
+
+
+@contextmanager
+def _claimed(run_dir: Path) -> Iterator[None]:
+    """The run's directory, marked as being trained by this process meanwhile: a sitting of
+    another study sharing the run does not continue it at the same time."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    lock = run_dir / LOCK_FILE
+    lock.write_text(str(os.getpid()))
+    try:
+        yield
+    finally:
+        lock.unlink(missing_ok=True)
 
 
 def _evaluate(run_dir: Path, episodes: int) -> dict:
@@ -343,19 +485,16 @@ def table(study: Study, results: list[dict]) -> str:
     return "\n".join(rows)
 
 
-def finished_results(name: str, out: Path, steps: int, episodes: int) -> list[dict]:
-    """The summaries of the study's finished runs of these steps and episodes, whichever
-    sitting (and whichever ``--runs`` or ``--seeds``) trained them, in the study's order."""
-    results = []
-    for run in STUDIES[name].runs:
-        found = {}
-        for path in (out / name).glob(f"{run.name}_seed*/{RESULT_FILE}"):
-            seed = re.fullmatch(rf"{re.escape(run.name)}_seed(\d+)", path.parent.name)
-            summary = seed and finished_summary(path.parent, steps, episodes)
-            if summary:
-                found[int(seed[1])] = summary
-        results += [found[seed] for seed in sorted(found)]
-    return results
+def finished_results(name: str, out: Path, args: argparse.Namespace) -> list[dict]:
+    """The summaries of the study's finished runs of ``args.steps`` and ``args.episodes``,
+    whichever sitting (whichever ``--runs`` or ``--seeds``, whichever study sharing the run)
+    trained them, in the study's order."""
+    kept = (re.search(r"_seed(\d+)$", d.name) for d in out.glob("*/*"))
+    seeds = sorted({*STUDY_SEEDS, *args.seeds, *(int(m[1]) for m in kept if m)})
+    found = (
+        finished_run(name, run, seed, out, args) for run in STUDIES[name].runs for seed in seeds
+    )
+    return [summary for summary in found if summary]
 
 
 def section(name: str, results: list[dict], seeds: list[int], steps: int, episodes: int) -> str:
@@ -383,7 +522,7 @@ def section(name: str, results: list[dict], seeds: list[int], steps: int, episod
 
 def report(name: str, out: Path, args: argparse.Namespace) -> None:
     """The study's results json, figure and docs section, from all its finished runs."""
-    results = finished_results(name, out, args.steps, args.episodes)
+    results = finished_results(name, out, args)
     if not results:
         print(f"no run of {name} is finished yet: no results, figure or docs written")
         return
@@ -416,6 +555,38 @@ def write_json(path: Path, data: object) -> None:
 
 
 # ---------------------------------------------------------------------------- main
+def listing(args: argparse.Namespace) -> str:
+    """Each study, its runs, how many of them other studies share, and the runs all of them
+    train: a run shared by several studies is trained once."""
+    seed = STUDY_SEEDS[0]  # a run shares at every seed or at none
+    studies_of: dict[str, list[str]] = {}  # identity -> the studies with a run of it
+    keys = {
+        (name, run): identity(
+            load_config_of(run, seed, args, run_dir_of(args.out, name, run, seed))
+        )
+        for name, study in STUDIES.items()
+        for run in study.runs
+    }
+    for (name, _), key in keys.items():
+        studies_of.setdefault(key, []).append(name)
+    lines = []
+    for name, study in STUDIES.items():
+        sharers = [[s for s in studies_of[keys[name, run]] if s != name] for run in study.runs]
+        shared = sum(bool(others) for others in sharers)
+        with_whom = sorted({s for others in sharers for s in others}, key=list(STUDIES).index)
+        lines.append(
+            f"{name}: {study.title}: {len(study.runs)} runs per seed, "
+            f"{len(study.runs) - shared} its own, {shared} shared"
+            + (f" (with {', '.join(with_whom)})" if shared else "")
+        )
+    runs, unique, seeds = len(keys), len(studies_of), len(args.seeds)
+    lines.append(
+        f"all studies: {runs} runs per seed, {unique} of them different: at seeds "
+        f"{' '.join(map(str, args.seeds))}, {unique * seeds} runs to train ({runs * seeds} named)"
+    )
+    return "\n".join(lines)
+
+
 def train_all(name: str, study: Study, args: argparse.Namespace, out: Path) -> bool:
     """Every run of ``study`` at each seed; False if interrupted (Ctrl-C) before the end."""
     tasks = [(run, seed) for run in study.runs for seed in args.seeds]
@@ -466,8 +637,7 @@ def main() -> None:
     args.out = args.out.resolve()  # before moving to the repository's root
     os.chdir(ROOT)
     if args.list or args.study is None:
-        for name, study in STUDIES.items():
-            print(f"{name}: {study.title}: {len(study.runs)} runs per seed")
+        print(listing(args))
         return
     study = STUDIES[args.study]
     if args.runs:
@@ -500,8 +670,7 @@ def main() -> None:
     except (ConfigError, CheckpointError) as err:
         sys.exit(f"experiments/eden/run.py: error: {err}")
     done = sum(
-        finished_summary(run_dir_of(args.out, args.study, run, seed), args.steps, args.episodes)
-        is not None
+        finished_run(args.study, run, seed, args.out, args) is not None
         for run in study.runs
         for seed in args.seeds
     )

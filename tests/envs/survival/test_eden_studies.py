@@ -19,7 +19,7 @@ from entityrl.env import RandomPolicy
 from entityrl.envs import make_vec
 from entityrl.training import Callback, TrainConfig, Trainer, TrainResult, runner
 from entityrl.training.checkpoint import load_checkpoint
-from entityrl.training.config import load_config
+from entityrl.training.config import load_config, to_yaml
 from entityrl.training.run_log import read_metrics
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -67,7 +67,7 @@ TINY = eden.Run("tiny", "tiny", ("env.kwargs.life_limit=50",))
 
 
 def settings(steps: int = 2048, episodes: int = 4) -> argparse.Namespace:
-    return argparse.Namespace(steps=steps, episodes=episodes, threads=1)
+    return argparse.Namespace(steps=steps, episodes=episodes, threads=1, seeds=[1])
 
 
 class TrainerSpy:
@@ -148,8 +148,9 @@ def test_a_run_of_other_steps_is_trained_again_from_scratch(
 
 
 def test_the_report_holds_every_finished_run_and_says_when_the_study_is_partial(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.chdir(ROOT)
     study = eden.STUDIES["fig12"]
     deceptive, very_sparse = study.runs
 
@@ -159,13 +160,16 @@ def test_the_report_holds_every_finished_run_and_says_when_the_study_is_partial(
             **{"steps": steps, "episodes": 4, "return": 1.0, "died": 1.0},
             **{"lifetime": 100.0 + seed, "random_lifetime": 80.0},
         }
-        eden.write_json(eden.run_dir_of(tmp_path, "fig12", run, seed) / "result.json", summary)
+        run_dir = eden.run_dir_of(tmp_path, "fig12", run, seed)
+        config = eden.load_config_of(run, seed, settings(steps), run_dir)
+        eden.write_json(run_dir / "result.json", summary)
+        (run_dir / "config.yaml").write_text(to_yaml(config))
         return summary
 
     # Two sittings' worth (seeds 2 and 1 of one run), and a run of another step count.
     found = [finish(deceptive, 2), finish(deceptive, 1)]
     finish(very_sparse, 1, steps=4096)
-    results = eden.finished_results("fig12", tmp_path, 2048, 4)
+    results = eden.finished_results("fig12", tmp_path, settings())
     assert results == [found[1], found[0]]
     partial = eden.section("fig12", results, [1, 2, 3], 2048, 4)
     assert "**Partial: 2 of the study's 6 runs (2 runs × seeds 1, 2, 3) are finished" in partial
@@ -177,3 +181,74 @@ def test_the_report_holds_every_finished_run_and_says_when_the_study_is_partial(
     assert "All 4 runs of the study (2 runs × seeds 1, 2) are in." in text
     assert "Partial" not in text
     assert "`python experiments/eden/run.py fig12 --seeds 1 2 --steps 2048 --episodes 4`" in text
+
+
+# ---------------------------------------------------------------------------- shared runs
+# TINY again, written another way: the reward it gets by default, named.
+TWIN = eden.Run("twin", "twin", ("env.kwargs.reward=dense", "env.kwargs.life_limit=50"))
+
+
+def test_a_run_shared_by_two_studies_trains_once(
+    spy: type[TrainerSpy], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first = eden.run_one("a", TINY, 1, settings(), tmp_path)
+    shared = eden.run_one("b", TWIN, 1, settings(), tmp_path)
+    assert spy.started == [(None, 0)]
+    assert "b/twin_twin_seed1 (shares a/tiny_tiny_seed1): reused its result.json" in (
+        capsys.readouterr().out
+    )
+    assert first is not None and shared == {**first, "panel": "twin", "label": "twin"}
+    assert not (tmp_path / "b").exists()
+    assert eden.finished_run("b", TWIN, 1, tmp_path, settings()) == shared
+
+
+def test_a_run_of_another_override_or_seed_is_not_shared(
+    spy: type[TrainerSpy], tmp_path: Path
+) -> None:
+    other = eden.Run("other", "other", ("env.kwargs.life_limit=60",))
+    eden.run_one("a", TINY, 1, settings(), tmp_path)
+    eden.run_one("b", other, 1, settings(), tmp_path)
+    eden.run_one("b", TWIN, 2, settings(), tmp_path)
+    assert spy.started == [(None, 0)] * 3
+    assert {d.name for d in (tmp_path / "b").iterdir()} == {"other_other_seed1", "twin_twin_seed2"}
+
+
+def test_an_unfinished_shared_run_is_continued_where_it_is_kept(
+    spy: type[TrainerSpy], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(TrainerSpy, "interrupt", True)
+    assert eden.run_one("a", TINY, 1, settings(steps=4096), tmp_path) is None
+    monkeypatch.setattr(TrainerSpy, "interrupt", False)
+    summary = eden.run_one("b", TWIN, 1, settings(steps=4096), tmp_path)
+    kept = tmp_path / "a" / "tiny_tiny_seed1"
+    assert spy.started == [(None, 0), (kept, 2048)]
+    assert summary is not None and summary["resumed_from"] == 2048
+    assert json.loads((kept / "result.json").read_text())["steps"] == 4096
+    assert not (tmp_path / "b").exists()
+
+
+def test_a_run_another_process_is_training_is_not_shared_nor_trained_twice(
+    spy: type[TrainerSpy], tmp_path: Path
+) -> None:
+    eden.run_one("a", TINY, 1, settings(), tmp_path)
+    busy = tmp_path / "a" / "tiny_tiny_seed1"
+    (busy / "result.json").unlink()
+    (busy / eden.LOCK_FILE).write_text(str(os.getppid()))  # a live process, not this one
+    eden.run_one("b", TWIN, 1, settings(), tmp_path)
+    assert spy.started == [(None, 0), (None, 0)]  # b trained its own
+    with pytest.raises(eden.RunBusyError, match=f"process {os.getppid()} is training this run"):
+        eden.run_one("a", TINY, 1, settings(), tmp_path)
+
+
+def test_the_listing_counts_the_runs_studies_share(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    lines = eden.listing(argparse.Namespace(steps=2_000_000, threads=1, seeds=[1, 2, 3], out=ROOT))
+    counts = {line.split(":")[0]: line for line in lines.split("\n")}
+    assert "12 runs per seed, 9 its own, 3 shared (with fig11, fig13)" in counts["fig8"]
+    assert "9 runs per seed, 0 its own, 9 shared" in counts["fig11"]
+    # sparse_when_full=true is the default: the same run as the sparse ones of fig10/11/13.
+    assert "4 runs per seed, 2 its own, 2 shared (with fig10, fig11, fig13)" in counts["full_meter"]
+    assert "4 runs per seed, 4 its own, 0 shared" in counts["four_season"]
+    assert counts["all studies"].endswith(
+        "61 runs per seed, 46 of them different: at seeds 1 2 3, 138 runs to train (183 named)"
+    )
