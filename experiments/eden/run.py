@@ -5,7 +5,9 @@ each seed. A run trains PPO, then its agent (sampled actions) and a uniformly ra
 play ``--episodes`` fresh episodes; its summary goes to ``result.json`` in its run directory
 (``--out``, by default ``runs/eden``: ``OUT/STUDY/RUN_seedS``). A study accumulates over
 sittings: running it again reuses every finished run of the same steps and episodes and
-continues an interrupted one from its checkpoint. The results of all finished runs (per run and
+continues an interrupted one from its checkpoint. Studies share runs: a run is its resolved
+training config, and one that any study under the same ``--out`` has finished or begun is taken
+where it is kept, not trained again (``--list`` counts them). The results of all finished runs (per run and
 seed: lifetime, return, deaths, tasks done, the learning curve) go to ``results/<study>.json``;
 the figure (mean learning curves over the seeds, one panel per setting) to
 ``docs/images/eden_<study>.png``; the table to the section "Results: <title>" of
@@ -667,7 +669,7 @@ def main() -> None:
         complete = train_all(args.study, study, args, args.out)
     except KeyboardInterrupt:
         complete = False
-    except (ConfigError, CheckpointError) as err:
+    except (ConfigError, CheckpointError, RunBusyError) as err:
         sys.exit(f"experiments/eden/run.py: error: {err}")
     done = sum(
         finished_run(args.study, run, seed, args.out, args) is not None
