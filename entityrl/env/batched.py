@@ -75,6 +75,12 @@ class BatchedEnvironment(VecEnv):
         Their final observations are then kept for bootstrapping."""
         return None
 
+    def reseed(self, seed: int) -> None:
+        """Restart :attr:`rng` from ``seed``, in place: the simulation's parts that hold it
+        draw from the restarted sequence (the next reset is then that of a copy built with
+        ``seed``, for simulations drawing from :attr:`rng` alone)."""
+        self.rng.bit_generator.state = np.random.default_rng(seed).bit_generator.state
+
     def reset(self) -> VecObs:
         self.reset_envs(np.arange(self.num_envs, dtype=np.int64))
         self.episodes.reset()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium
@@ -27,6 +28,7 @@ from gymnasium.vector.utils import concatenate, create_empty_array
 from entityrl.env import (
     Action,
     ActionSpace,
+    BatchedEnvironment,
     Batcher,
     CategoricalActionSpace,
     Environment,
@@ -231,27 +233,138 @@ class GymnasiumVecEnv(VecEnv):
         self.env.close()
 
 
-class EntityGymnasiumEnv(gymnasium.Env[dict[str, Any], Any]):
-    """An entityrl environment as a Gymnasium environment.
+@dataclass
+class _Step:
+    """What one step of the wrapped environment gave, in Gymnasium's terms."""
 
-    Observation: a Dict with, per entity type ``T``, ``T`` (a Box of ``max_entities[T]`` rows,
-    zero past the entities present) and ``T_mask`` (MultiBinary: which rows are present), and
-    ``global`` (the global features, when there are any). Actions: a global categorical action
-    is a Discrete; a categorical action taken by entities is a MultiDiscrete with one choice per
-    entity row (all types' rows in order; rows that do not act this step are ignored). When an
-    action has masks, ``<action>_mask`` (MultiBinary (rows, choices), or (choices,) for a
-    global action) marks the legal choices for masking trainers, and an illegal choice is
-    replaced by the first legal one. Select-entity actions have no counterpart here yet and are
-    refused.
+    batch: VecObs
+    reward: float
+    terminated: bool
+    truncated: bool
+    info: dict[str, Any]
+
+
+class _OneEnvironment:
+    """An :class:`Environment`, stepped through the batch form the wrapper reads."""
+
+    def __init__(self, env: Environment) -> None:
+        self.env = env
+        self.obs_space = env.obs_space()
+        self.action_space = dict(env.action_space())
+        self.batcher = Batcher(self.obs_space, self.action_space)
+        self._obs: Observation | None = None
+
+    def seed(self, seed: int) -> None:
+        self.env.seed(seed)
+
+    def reset(self) -> VecObs:
+        self._obs = self.env.reset()
+        return self.batcher.batch([self._obs])
+
+    def act(self, per_row: Mapping[str, RaggedArray]) -> _Step:
+        assert self._obs is not None
+        (actions,) = self.batcher.unbatch(per_row, [self._obs])
+        obs = self._obs = self.env.act(actions)
+        truncated = bool(obs.truncated)
+        terminated = bool(obs.done) and not truncated
+        batch = self.batcher.batch([obs])
+        return _Step(batch, float(obs.reward), terminated, truncated, dict(obs.metrics))
+
+    def close(self) -> None:
+        self.env.close()
+
+
+class _OneCopy:
+    """The one copy of a :class:`BatchedEnvironment`, stepped without its automatic reset, so
+    the step that ends an episode shows that episode's last observation, as Gymnasium expects;
+    the next :meth:`reset` starts a new one."""
+
+    def __init__(self, env: BatchedEnvironment) -> None:
+        if env.num_envs != 1:
+            raise ValueError(
+                f"{type(env).__name__}: expected one copy (num_envs=1) to wrap as a Gymnasium "
+                f"environment, got num_envs={env.num_envs}"
+            )
+        self.env = env
+        self.obs_space = env.obs_space
+        self.action_space = dict(env.action_space)
+        self._last: VecObs | None = None
+
+    def seed(self, seed: int) -> None:
+        self.env.reseed(seed)
+
+    def reset(self) -> VecObs:
+        self._last = self.env.reset()
+        return self._last
+
+    def act(self, per_row: Mapping[str, RaggedArray]) -> _Step:
+        assert self._last is not None
+        check_actions(per_row, self._last, self.action_space)
+        # The wrapper builds categorical choices only, which reach the simulation unchanged.
+        reward, done = self.env.step(per_row)
+        copy = np.zeros(1, dtype=np.int64)
+        info: dict[str, Any] = {}
+        truncated = False
+        if done[0]:
+            info = {k: float(v[0]) for k, v in self.env.episode_metrics(copy).items()}
+            cut_off = self.env.truncated(copy)
+            truncated = cut_off is not None and bool(cut_off[0])
+        self._last = self.env.observe()
+        terminated = bool(done[0]) and not truncated
+        return _Step(self._last, float(reward[0]), terminated, truncated, info)
+
+    def close(self) -> None:
+        self.env.close()
+
+
+OBSERVATIONS = ("dict", "global")
+"""The forms of :class:`EntityGymnasiumEnv`'s observation."""
+
+
+class EntityGymnasiumEnv(gymnasium.Env[Any, Any]):
+    """An entityrl environment as a Gymnasium environment: an :class:`Environment`, or a
+    :class:`BatchedEnvironment` of one copy (``num_envs=1``), such as the survival world.
+
+    Observation (``observation="dict"``): a Dict with, per entity type ``T``, ``T`` (a Box of
+    ``max_entities[T]`` rows, zero past the entities present) and ``T_mask`` (MultiBinary: which
+    rows are present), and ``global`` (the global features, when there are any). With
+    ``observation="global"``, a plain Box of the global features alone, for environments whose
+    observation is one fixed-size vector there (the survival world's ``raw`` and fixed-size
+    observations, where the only entity is the actor): the entities are not observed and
+    ``max_entities`` is not needed. Actions: a global categorical action is a Discrete; a
+    categorical action taken by entities is a MultiDiscrete with one choice per entity row (all
+    types' rows in order; rows that do not act this step are ignored). An illegal choice is
+    replaced by the first legal one; in the Dict, ``<action>_mask`` (MultiBinary (rows,
+    choices), or (choices,) for a global action) marks the legal choices for masking trainers.
+    Select-entity actions have no counterpart here yet and are refused, as are entity actions
+    with the ``global`` observation.
     """
 
     metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 (Gymnasium's convention)
 
-    def __init__(self, env: Environment, max_entities: int | Mapping[str, int]) -> None:
+    def __init__(
+        self,
+        env: Environment | BatchedEnvironment,
+        max_entities: int | Mapping[str, int] | None = None,
+        *,
+        observation: str = "dict",
+    ) -> None:
         self.env = env
-        space = env.obs_space()
         self.name = type(env).__name__
-        self.entity_types = space.entity_names
+        if observation not in OBSERVATIONS:
+            raise ValueError(
+                f"{self.name}: unknown observation {observation!r}; expected one of "
+                f"{', '.join(OBSERVATIONS)}"
+            )
+        self.source = _OneCopy(env) if isinstance(env, BatchedEnvironment) else _OneEnvironment(env)
+        space = self.source.obs_space
+        self.flat = observation == "global"
+        self.entity_types = [] if self.flat else list(space.entity_names)
+        if max_entities is None and self.entity_types:
+            raise ValueError(
+                f"{self.name}: max_entities is needed for the dict observation of entity types "
+                f"{self.entity_types} (or observation='global' for the global features alone)"
+            )
         limits = (
             dict(max_entities)
             if isinstance(max_entities, Mapping)
@@ -260,63 +373,60 @@ class EntityGymnasiumEnv(gymnasium.Env[dict[str, Any], Any]):
         missing = [t for t in self.entity_types if t not in limits]
         if missing:
             raise ValueError(f"{self.name}: max_entities has no limit for entity types {missing}")
-        self.max_entities = {t: int(limits[t]) for t in self.entity_types}
+        self.max_entities = {t: int(limits[t]) for t in self.entity_types}  # type: ignore[arg-type]
         self.offsets = dict(
             zip(self.entity_types, np.cumsum([0, *self.max_entities.values()])[:-1], strict=True)
         )
         self.slots = sum(self.max_entities.values())
-        self.env_actions = dict(env.action_space())
-        observation: dict[str, spaces.Space[Any]] = {}
-        for name, entity in space.entities.items():
-            rows = (self.max_entities[name], len(entity.features))
-            observation[name] = spaces.Box(-np.inf, np.inf, rows, np.float32)
-            observation[f"{name}_mask"] = spaces.MultiBinary(self.max_entities[name])
+        self.env_actions = self.source.action_space
+        observation_spaces: dict[str, spaces.Space[Any]] = {}
+        for name in self.entity_types:
+            rows = (self.max_entities[name], len(space.entities[name].features))
+            observation_spaces[name] = spaces.Box(-np.inf, np.inf, rows, np.float32)
+            observation_spaces[f"{name}_mask"] = spaces.MultiBinary(self.max_entities[name])
+        globals_box = spaces.Box(-np.inf, np.inf, (len(space.global_features),), np.float32)
         if space.global_features:
-            observation["global"] = spaces.Box(
-                -np.inf, np.inf, (len(space.global_features),), np.float32
-            )
+            observation_spaces["global"] = globals_box
         action: dict[str, spaces.Space[Any]] = {}
         for name, action_space in self.env_actions.items():
             if isinstance(action_space, GlobalCategoricalActionSpace):
                 action[name] = spaces.Discrete(len(action_space))
-                observation[f"{name}_mask"] = spaces.MultiBinary(len(action_space))
-            elif isinstance(action_space, CategoricalActionSpace):
+                observation_spaces[f"{name}_mask"] = spaces.MultiBinary(len(action_space))
+            elif isinstance(action_space, CategoricalActionSpace) and not self.flat:
                 action[name] = spaces.MultiDiscrete([len(action_space)] * self.slots)
-                observation[f"{name}_mask"] = spaces.MultiBinary((self.slots, len(action_space)))
+                observation_spaces[f"{name}_mask"] = spaces.MultiBinary(
+                    (self.slots, len(action_space))
+                )
             else:
                 raise UnsupportedSpaceError(
                     f"{self.name}: action {name!r}: {type(action_space).__name__} has no "
-                    "Gymnasium counterpart in this wrapper yet (global categorical and "
-                    "categorical actions do)"
+                    f"Gymnasium counterpart in this wrapper with observation={observation!r} "
+                    "(global categorical actions do, and categorical actions with 'dict')"
                 )
-        self.observation_space = spaces.Dict(observation)
+        self.observation_space: spaces.Space[Any] = (
+            globals_box if self.flat else spaces.Dict(observation_spaces)
+        )
         self.action_space = spaces.Dict(action) if len(action) > 1 else next(iter(action.values()))
-        self.batcher = Batcher(space, self.env_actions)
-        self._obs: Observation | None = None
         self._batch: VecObs | None = None
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[dict[str, Any], dict[str, Any]]:
+    ) -> tuple[Any, dict[str, Any]]:
         super().reset(seed=seed)
         if seed is not None:
-            self.env.seed(seed)
-        return self._observe(self.env.reset()), {}
+            self.source.seed(seed)
+        return self._observe(self.source.reset()), {}
 
-    def step(self, action: Any) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
-        if self._obs is None or self._batch is None:
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        if self._batch is None:
             raise RuntimeError(f"{self.name}: call reset() before step()")
         chosen = action if isinstance(action, Mapping) else {next(iter(self.env_actions)): action}
         per_row = {
             name: self._choices(name, np.asarray(chosen[name]).reshape(-1))
             for name in self.env_actions
         }
-        (actions,) = self.batcher.unbatch(per_row, [self._obs])
-        obs = self.env.act(actions)
-        truncated = bool(obs.truncated)
-        metrics = dict(obs.metrics)
-        terminated = bool(obs.done) and not truncated
-        return self._observe(obs), float(obs.reward), terminated, truncated, metrics
+        step = self.source.act(per_row)
+        return self._observe(step.batch), step.reward, step.terminated, step.truncated, step.info
 
     def _choices(self, name: str, values: npt.NDArray[np.int64]) -> RaggedArray:
         """The choice of every actor of action ``name`` this step, read from the padded slots."""
@@ -343,9 +453,10 @@ class EntityGymnasiumEnv(gymnasium.Env[dict[str, Any], Any]):
         offsets = np.array(list(self.offsets.values()), dtype=np.int64)
         return offsets[type_index] + entity_index - starts[type_index]
 
-    def _observe(self, obs: Observation) -> dict[str, Any]:
-        self._obs = obs
-        batch = self._batch = self.batcher.batch([obs])
+    def _observe(self, batch: VecObs) -> Any:
+        self._batch = batch
+        if self.flat:
+            return batch.global_features[0]
         out: dict[str, Any] = {}
         for name in self.entity_types:
             rows = batch.features[name].data
@@ -380,7 +491,7 @@ class EntityGymnasiumEnv(gymnasium.Env[dict[str, Any], Any]):
         return out
 
     def close(self) -> None:
-        self.env.close()
+        self.source.close()
 
 
 __all__ = [
