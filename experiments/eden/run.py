@@ -48,6 +48,8 @@ BASE = HERE / "base.yaml"
 WORLDS = HERE / "worlds"
 REWARDS = ("dense", "sparse", "very_sparse")
 EXPANSIONS = ("3pig", "5pig", "expand_consume", "expand_pickup", "expand_collect", "expand_all")
+RND_COEF = 1.0
+"""fig15's exploration bonus (``rnd.coef``): the weight of entityrl's shipped RND config."""
 STUDY_SEEDS = (1, 2, 3)
 """The seeds of a whole study: a study with fewer is reported as partial."""
 DEFAULT_OUT = ROOT / "runs" / "eden"
@@ -130,6 +132,14 @@ def _grid() -> dict[str, Study]:
             ("FourSeasonGentle", _world("four_season_gentle.yaml")),
         )
     ]
+    # Figure 15 pits PPO against PPO with an exploration bonus (RND, ICM) at life limit 100
+    # (section 4.1's setting). RND as entityrl ships it for Corridor (rnd.coef=1, the other
+    # rnd.* at their defaults); ICM is not in entityrl. The plain-PPO runs are fig11's.
+    fig15 = [
+        Run(f"{reward} reward", label, (f"{ll}=100", f"env.kwargs.reward={reward}", *bonus))
+        for reward in ("sparse", "very_sparse")
+        for label, bonus in (("PPO", ()), ("PPO+RND", (f"rnd.coef={RND_COEF}",)))
+    ]
     return {
         "fig8": Study("Figure 8, state sizes (dense reward)", tuple(fig8)),
         "fig10": Study("Figure 10, action expansions (life limit 300)", tuple(fig10)),
@@ -138,6 +148,10 @@ def _grid() -> dict[str, Study]:
         "fig13": Study("Figure 13, survival stress", tuple(fig13)),
         "full_meter": Study("Sparse reward at a full meter, paid or not", tuple(full_meter)),
         "four_season": Study("FourSeason until winter (life limit 300)", tuple(four_season)),
+        "fig15": Study(
+            "Figure 15, PPO and PPO+RND under the sparse rewards (life limit 100; no ICM)",
+            tuple(fig15),
+        ),
     }
 
 

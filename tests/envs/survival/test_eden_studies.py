@@ -42,6 +42,7 @@ def test_the_studies_have_the_documented_sizes() -> None:
         "fig13": 9,
         "full_meter": 4,
         "four_season": 4,
+        "fig15": 4,
     }
     names = [f"{study}/{run.name}" for study, run in RUNS]
     assert len(names) == len(set(names))  # every run has a directory of its own
@@ -247,8 +248,36 @@ def test_the_listing_counts_the_runs_studies_share(monkeypatch: pytest.MonkeyPat
     assert "12 runs per seed, 9 its own, 3 shared (with fig11, fig13)" in counts["fig8"]
     assert "9 runs per seed, 0 its own, 9 shared" in counts["fig11"]
     # sparse_when_full=true is the default: the same run as the sparse ones of fig10/11/13.
-    assert "4 runs per seed, 2 its own, 2 shared (with fig10, fig11, fig13)" in counts["full_meter"]
-    assert "4 runs per seed, 4 its own, 0 shared" in counts["four_season"]
-    assert counts["all studies"].endswith(
-        "61 runs per seed, 46 of them different: at seeds 1 2 3, 138 runs to train (183 named)"
+    assert (
+        "4 runs per seed, 2 its own, 2 shared (with fig10, fig11, fig13, fig15)"
+        in counts["full_meter"]
     )
+    assert "4 runs per seed, 4 its own, 0 shared" in counts["four_season"]
+    # fig15's plain-PPO runs are fig11's (and fig13's) at life limit 100; its RND runs its own.
+    assert "4 runs per seed, 2 its own, 2 shared (with fig11, fig13, full_meter)" in counts["fig15"]
+    assert counts["all studies"].endswith(
+        "65 runs per seed, 48 of them different: at seeds 1 2 3, 144 runs to train (195 named)"
+    )
+
+
+def test_fig15_pits_ppo_against_ppo_with_rnd_under_the_sparse_rewards() -> None:
+    runs = {run.name: run.overrides for run in eden.STUDIES["fig15"].runs}
+    assert sorted(runs) == [
+        "sparse_reward_ppo",
+        "sparse_reward_ppo_rnd",
+        "very_sparse_reward_ppo",
+        "very_sparse_reward_ppo_rnd",
+    ]
+    for reward in ("sparse", "very_sparse"):
+        plain = runs[f"{reward}_reward_ppo"]
+        assert "env.kwargs.life_limit=100" in plain and f"env.kwargs.reward={reward}" in plain
+        assert runs[f"{reward}_reward_ppo_rnd"] == (*plain, "rnd.coef=1.0")
+
+
+def test_an_rnd_run_trains_with_its_bonus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    (run,) = (r for r in eden.STUDIES["fig15"].runs if r.name == "very_sparse_reward_ppo_rnd")
+    summary = eden.run_one("fig15", run, 1, settings(), tmp_path)
+    assert summary is not None and summary["lifetime"] > 0
+    logged = read_metrics(eden.run_dir_of(tmp_path, "fig15", run, 1))
+    assert any(row.get("loss/rnd_intrinsic", 0) > 0 for row in logged)
