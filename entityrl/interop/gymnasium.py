@@ -368,12 +368,12 @@ class EntityGymnasiumEnv(gymnasium.Env[Any, Any]):
         limits = (
             dict(max_entities)
             if isinstance(max_entities, Mapping)
-            else dict.fromkeys(self.entity_types, max_entities)
+            else dict.fromkeys(self.entity_types, max_entities or 0)
         )
         missing = [t for t in self.entity_types if t not in limits]
         if missing:
             raise ValueError(f"{self.name}: max_entities has no limit for entity types {missing}")
-        self.max_entities = {t: int(limits[t]) for t in self.entity_types}  # type: ignore[arg-type]
+        self.max_entities = {t: int(limits[t]) for t in self.entity_types}
         self.offsets = dict(
             zip(self.entity_types, np.cumsum([0, *self.max_entities.values()])[:-1], strict=True)
         )
