@@ -37,7 +37,7 @@ class GuardedExit(GridGroupGame):
     This is the task where credit after leaving matters: the explorer that slays the guard
     never sees the reward it made possible, so learners that credit each agent only with
     what it gets while in play learn to keep away from the guard. A group's return is 1 for
-    a game escaped (:func:`~entityrl.training.match.group_returns` measures it).
+    a game escaped (:func:`~entityrl.training.match.play_group` measures it).
 
     Scripted baseline (``python benchmarks/multiplayer_baselines.py``, 2,000 games, seed 0,
     default arguments): :func:`~entityrl.envs.players.guarded_exit_baseline` (the explorer
