@@ -157,7 +157,7 @@ class ProcessVecEnv(VecEnv):
                         validate,
                         wrap,
                         inherited,
-                    ),  # fmt: skip
+                    ),
                     daemon=True,
                     name=f"entityrl-env-worker-{k}",
                 )

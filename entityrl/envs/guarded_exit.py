@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-from entityrl.env import (
-    Entity,
-    Observation,
-    ObsSpace,
-)
+from entityrl.env import Entity, Observation, ObsSpace
 from entityrl.env.multiplayer import PlayerActions
 from entityrl.envs.grid import Cell, draw_grid, sample_free_cells, step_within
 from entityrl.envs.grid_group import GridGroupGame
@@ -31,8 +27,8 @@ class GuardedExit(GridGroupGame):
     the key that steps onto the exit lets the group out: the group (``groups()``: every
     explorer) gets ``group_reward()`` +1, the eliminated explorer included, and the game ends.
     Individual rewards are 0. The game also ends when no explorer is left or after
-    ``max_steps`` steps. Metrics, once per game (from the first player, in player order, whose last observation
-    comes at the game's end): ``escaped`` (1 or 0), ``guard_slain`` and ``explorers_left``.
+    ``max_steps`` steps. Metrics in each explorer's last observation: ``escaped`` (it walked
+    out with the group), ``given_up`` (the guard eliminated it) and ``explorers_left``.
 
     This is the task where credit after leaving matters: the explorer that slays the guard
     never sees the reward it made possible, so learners that credit each agent only with
