@@ -40,7 +40,7 @@ from results import replace_section
 from entityrl.envs import make_vec
 from entityrl.envs.rps_duel import PAYOFF
 from entityrl.training import load_agent, load_config, train
-from entityrl.training.match import MatchResult, group_returns, load_opponent, play_match
+from entityrl.training.match import MatchResult, load_opponent, play_group, play_match
 from entityrl.training.matrix_games import choice_probabilities, exploitability
 from entityrl.training.players import NetworkPlayer
 
@@ -225,7 +225,7 @@ def coop(seeds: list[int], threads: int, tmp: str, steps: int | None, game: str)
             late = late_metric(run_dir, "episode/group_return")
             agent = load_agent(run_dir, seed=0)
             env = make_vec(game, 20, seed=EVAL_SEED)
-            returns = group_returns(NetworkPlayer(agent.net, agent.generator), env, GAMES)
+            returns = play_group(NetworkPlayer(agent.net, agent.generator), env, GAMES)
             rows.append((seed, algo, late, float(returns.mean()), seconds))
             print(rows[-1], flush=True)
     medians = {

@@ -40,9 +40,14 @@ def _worker(
     seed_offset: int,
     validate: bool,
     wrap: Callable[[VecEnv], VecEnv] | None,
+    parents_ends: list[Connection],
 ) -> None:
     # Ctrl-C is the parent's to handle; a worker that dies of it would only add noise.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # A forked worker inherits the parent's ends of the pipes; while it holds them, its own
+    # pipe never reports the parent's death (EOF), and it would outlive a killed parent.
+    for end in parents_ends:
+        end.close()
     try:
         envs: VecEnv = SerialVecEnv(
             make_env, num_envs, seed, validate=validate, seed_offset=seed_offset
@@ -140,9 +145,19 @@ class ProcessVecEnv(VecEnv):
         try:
             for k in range(workers):
                 parent, child = context.Pipe()
+                inherited = [*self._conns, parent] if method == "fork" else []
                 proc = context.Process(
                     target=_worker,
-                    args=(child, make_env, int(sizes[k]), seed, self.bounds[k], validate, wrap),
+                    args=(
+                        child,
+                        make_env,
+                        int(sizes[k]),
+                        seed,
+                        self.bounds[k],
+                        validate,
+                        wrap,
+                        inherited,
+                    ),
                     daemon=True,
                     name=f"entityrl-env-worker-{k}",
                 )

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-from entityrl.env import (
-    Entity,
-    Observation,
-    ObsSpace,
-)
+from entityrl.env import Entity, Observation, ObsSpace
 from entityrl.env.multiplayer import PlayerActions
 from entityrl.envs.grid import Cell, draw_grid, sample_free_cells, step_within
 from entityrl.envs.grid_group import GridGroupGame
@@ -31,13 +27,13 @@ class GuardedExit(GridGroupGame):
     the key that steps onto the exit lets the group out: the group (``groups()``: every
     explorer) gets ``group_reward()`` +1, the eliminated explorer included, and the game ends.
     Individual rewards are 0. The game also ends when no explorer is left or after
-    ``max_steps`` steps. Metrics, once per game (from the first player, in player order, whose last observation
-    comes at the game's end): ``escaped`` (1 or 0), ``guard_slain`` and ``explorers_left``.
+    ``max_steps`` steps. Metrics in each explorer's last observation: ``escaped`` (it walked
+    out with the group), ``given_up`` (the guard eliminated it) and ``explorers_left``.
 
     This is the task where credit after leaving matters: the explorer that slays the guard
     never sees the reward it made possible, so learners that credit each agent only with
     what it gets while in play learn to keep away from the guard. A group's return is 1 for
-    a game escaped (:func:`~entityrl.training.match.group_returns` measures it).
+    a game escaped (:func:`~entityrl.training.match.play_group` measures it).
 
     Scripted baseline (``python benchmarks/multiplayer_baselines.py``, 2,000 games, seed 0,
     default arguments): :func:`~entityrl.envs.players.guarded_exit_baseline` (the explorer

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-from entityrl.env import (
-    Entity,
-    Observation,
-    ObsSpace,
-)
+from entityrl.env import Entity, Observation, ObsSpace
 from entityrl.env.multiplayer import PlayerActions
 from entityrl.envs.grid import Cell, draw_grid, sample_free_cells, step_within
 from entityrl.envs.grid_group import GridGroupGame

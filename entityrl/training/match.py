@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Generic, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -26,6 +27,8 @@ from entityrl.training.players import (
     import_function,
     merge_actions,
 )
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -105,19 +108,22 @@ def play_match(
     mine, theirs = seating.learner_rows, np.flatnonzero(seating.owner >= 0)
     states = [player.initial_state(mine), opponent.initial_state(theirs)]
     obs = env.reset()
-    results: list[GameResult] = []
+    tally = GameSlots[GameResult](env.num_games, games)
     for _ in range(max_steps):
         a, states[0] = player.act(obs.take(mine), states[0])
         b, states[1] = opponent.act(obs.take(theirs), states[1])
         obs = env.act(merge_actions([(mine, a), (theirs, b)], env.num_envs))
         if obs.game_over is not None and obs.game_over.any():
             ended = np.flatnonzero(obs.game_over)
-            results += score_games(seating.owner[ended], obs.metrics["episode_return"], players)
-            if len(results) >= games:
+            scored = score_games(seating.owner[ended], obs.metrics["episode_return"], players)
+            # Every game has both sides here, so the scores line up with the games.
+            for slot, result in zip(ended[::players] // players, scored, strict=True):
+                tally.add(int(slot), result)
+            if tally.full():
                 break
     else:
         raise unfinished("the match", games, max_steps)
-    scores = np.array([r.score for r in results[:games]])
+    scores = np.array([r.score for r in tally.results()])
     return MatchResult(
         int((scores == 1).sum()), int((scores == 0.5).sum()), int((scores == 0).sum())
     )
@@ -135,31 +141,55 @@ def load_opponent(spec: str, env: PlayerVecEnv, seed: int, deterministic: bool =
     return NetworkPlayer(agent.net, agent.generator, deterministic=deterministic)
 
 
-def group_returns(
+def play_group(
     player: Player, env: PlayerVecEnv, games: int, max_steps: int = 100_000
 ) -> npt.NDArray[np.float64]:
     """The return of each game's group (that of its first player: the sum of the group's
     rewards, those paid after players left included) over ``games`` complete games of a
-    cooperative game, ``player`` in every seat; in the order the games end."""
+    cooperative game, ``player`` in every seat."""
     if games < 1:
         raise ValueError(f"games must be >= 1, got {games}")
     first = np.arange(0, env.num_envs, len(env.players))
     state = player.initial_state(np.arange(env.num_envs))
     obs = env.reset()
     running = np.zeros(env.num_games)
-    ended: list[float] = []
+    tally = GameSlots[float](env.num_games, games)
     for _ in range(max_steps):
         actions, state = player.act(obs, state)
         obs = env.act(actions)
         assert obs.group_reward is not None, "multi-player batches carry group rewards"
         running += obs.group_reward[first]
         if obs.game_over is not None and obs.game_over.any():
-            over = obs.game_over[first]
-            ended += running[over].tolist()
-            running[over] = 0.0
-            if len(ended) >= games:
-                return np.array(ended[:games])
+            for slot in np.flatnonzero(obs.game_over[first]).tolist():
+                tally.add(slot, float(running[slot]))
+                running[slot] = 0.0
+            if tally.full():
+                return np.array(tally.results())
     raise unfinished("the group", games, max_steps)
+
+
+class GameSlots(Generic[T]):
+    """The results of ``games`` complete games played in ``slots`` parallel game slots.
+
+    Short games end first, so the first ``games`` games to end over-represent them; instead
+    every slot used contributes its first games, whatever their lengths (each slot's games
+    follow one another, so its first ``k`` are a fair sample)."""
+
+    def __init__(self, slots: int, games: int) -> None:
+        self.per_game = -(-games // slots)  # games taken from each slot used
+        self.slots = -(-games // self.per_game)  # slots used
+        self.games = games
+        self.results_by_slot: list[list[T]] = [[] for _ in range(slots)]
+
+    def add(self, slot: int, result: T) -> None:
+        self.results_by_slot[slot].append(result)
+
+    def full(self) -> bool:
+        return all(len(r) >= self.per_game for r in self.results_by_slot[: self.slots])
+
+    def results(self) -> list[T]:
+        taken = [r[: self.per_game] for r in self.results_by_slot[: self.slots]]
+        return [result for slot in taken for result in slot][: self.games]
 
 
 def unfinished(what: str, games: int, max_steps: int) -> ValueError:

@@ -8,8 +8,12 @@ import functools
 import multiprocessing as mp
 import os
 import signal
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -301,3 +305,49 @@ def test_a_message_the_worker_cannot_unpickle_is_an_error_not_a_dead_worker() ->
     assert "RuntimeError: this object cannot be rebuilt" in str(error.value)
     assert "died" not in str(error.value)
     env.close()
+
+
+KILLED_PARENT = """
+import os, sys
+sys.path.insert(0, {tests!r})
+from tiny_envs import Growing
+from entityrl.env import ProcessVecEnv
+
+envs = ProcessVecEnv(Growing, 4, seed=0, num_workers=2, start_method={method!r})
+envs.reset()
+with open({pids!r}, "w") as pids:
+    pids.write(" ".join(str(p.pid) for p in envs._procs))
+os._exit(137)  # as a kill: no close(), no exit handlers
+"""
+
+
+def running(pid: int) -> bool:
+    """Whether process ``pid`` still runs (a zombie waiting to be reaped does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc (Linux)")
+@pytest.mark.parametrize("start_method", ["fork", "spawn"])
+def test_workers_end_when_their_parent_is_killed(start_method: str, tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    script = KILLED_PARENT.format(
+        tests=str(Path(__file__).parent), method=start_method, pids=str(pids)
+    )
+    # Output to a file, not a pipe: workers left behind would hold a pipe open.
+    with open(tmp_path / "log", "w") as log:
+        done = subprocess.run([sys.executable, "-c", script], stdout=log, stderr=log, timeout=120)
+    assert done.returncode == 137, (tmp_path / "log").read_text()
+    workers = [int(pid) for pid in pids.read_text().split()]
+    assert len(workers) == 2
+    try:
+        deadline = time.monotonic() + 20
+        while any(running(pid) for pid in workers) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(running(pid) for pid in workers), "a worker outlived its killed parent"
+    finally:
+        for pid in filter(running, workers):
+            os.kill(pid, signal.SIGKILL)

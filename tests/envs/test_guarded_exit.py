@@ -10,7 +10,7 @@ from entityrl.env import Action
 from entityrl.env.multiplayer_vec import PlayerVecEnv
 from entityrl.envs import GuardedExit, make_vec
 from entityrl.envs.players import guarded_exit_baseline, move, play_game, uniform_random
-from entityrl.training.match import group_returns
+from entityrl.training.match import play_group
 from entityrl.training.players import RandomPlayer, ScriptedPlayer
 
 
@@ -94,17 +94,17 @@ def test_the_scripted_baseline_escapes_far_more_often_than_random_explorers() ->
     assert rates["baseline"] > 0.75 and rates["random"] < 0.1
 
 
-def test_group_returns_count_each_game_once_with_rewards_paid_after_leaving() -> None:
+def test_play_group_counts_each_game_once_with_rewards_paid_after_leaving() -> None:
     env = make_vec("GuardedExit", 8, seed=0)
     assert isinstance(env, PlayerVecEnv)
     player = ScriptedPlayer(guarded_exit_baseline, env)
-    returns = group_returns(player, env, 100)
+    returns = play_group(player, env, 100)
     assert returns.shape == (100,) and set(returns.tolist()) <= {0.0, 1.0}
     assert returns.mean() > 0.75
     env = make_vec("GuardedExit", 8, seed=0)
-    assert group_returns(RandomPlayer(env.action_space, seed=0), env, 100).mean() < 0.1
+    assert play_group(RandomPlayer(env.action_space, seed=0), env, 100).mean() < 0.1
     with pytest.raises(ValueError, match="games must be >= 1"):
-        group_returns(player, env, 0)
+        play_group(player, env, 0)
 
 
 def test_the_batch_reports_the_group_return_for_every_row_of_an_ended_game() -> None:
