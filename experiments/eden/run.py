@@ -221,6 +221,12 @@ class RunBusyError(RuntimeError):
     """Another process is training the run."""
 
 
+def _twins(out: Path, wanted: str, besides: Path) -> list[Path]:
+    """The run directories under ``out`` but ``besides`` that hold a run of identity
+    ``wanted``."""
+    return [d for d in sorted(out.glob("*/*")) if d != besides and recorded_identity(d) == wanted]
+
+
 def home_of(wanted: str, own: Path, out: Path, steps: int, episodes: int) -> Path:
     """Where the run of identity ``wanted`` whose own directory is ``own`` is kept: ``own``,
     unless an identical run of any study under ``out`` got further (finished, or trained more
@@ -228,11 +234,7 @@ def home_of(wanted: str, own: Path, out: Path, steps: int, episodes: int) -> Pat
     holder = _holder(own)
     if holder is not None:
         raise RunBusyError(f"{own}: process {holder} is training this run; wait for its end")
-    twins = [
-        d
-        for d in sorted(out.glob("*/*"))
-        if d != own and _holder(d) is None and recorded_identity(d) == wanted
-    ]
+    twins = [d for d in _twins(out, wanted, besides=own) if _holder(d) is None]
 
     def progress(run_dir: Path) -> tuple[bool, int]:
         if recorded_identity(run_dir) != wanted:
@@ -323,8 +325,8 @@ def finished_run(
     """The summary of the run, as a run of ``study``, if it or an identical run is finished."""
     own = run_dir_of(out, study, run, seed)
     wanted = identity(load_config_of(run, seed, args, own))
-    others = (d for d in sorted(out.glob("*/*")) if d != own)
-    twins = [d for d in [own, *others] if recorded_identity(d) == wanted]
+    mine = [own] if recorded_identity(own) == wanted else []
+    twins = [*mine, *_twins(out, wanted, besides=own)]
     summary = next(
         filter(None, (finished_summary(d, args.steps, args.episodes) for d in twins)), None
     )
