@@ -14,7 +14,7 @@ the figure (mean learning curves over the seeds, one panel per setting) to
 ``docs/survival.md``, which says how many of the study's runs it holds.
 
 usage: python experiments/eden/run.py STUDY [--seeds 1 2 3] [--steps 2000000] [--episodes 100]
-       [--jobs 1] [--threads 1] [--out DIR] [--runs TEXT] [--no-report]
+       [--jobs 1] [--threads 1] [--out DIR] [--runs TEXT] [--no-report | --report-only]
        python experiments/eden/run.py STUDY --commands   (the equivalent ``entityrl train`` lines)
        python experiments/eden/run.py --list
 """
@@ -648,6 +648,11 @@ def main() -> None:
         action="store_true",
         help="only train and evaluate the runs (for smoke runs): no results/, docs/ or figure",
     )
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="train nothing: write the results, figure and docs section from the finished runs",
+    )
     args = parser.parse_args()
     for option in ("steps", "episodes", "threads", "jobs"):
         if getattr(args, option) < 1:
@@ -662,6 +667,11 @@ def main() -> None:
         study = Study(study.title, tuple(r for r in study.runs if args.runs in r.name))
         if not study.runs:
             parser.error(f"--runs {args.runs}: no run of {args.study} has that in its name")
+    if args.report_only and args.no_report:
+        parser.error("--report-only and --no-report exclude each other")
+    if args.report_only:
+        report(args.study, args.out, args)
+        return
     if args.commands:
         for run in study.runs:
             for seed in args.seeds:

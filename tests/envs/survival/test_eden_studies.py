@@ -9,6 +9,7 @@ import importlib.util
 import json
 import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 from typing import ClassVar
@@ -281,3 +282,19 @@ def test_an_rnd_run_trains_with_its_bonus(tmp_path: Path, monkeypatch: pytest.Mo
     assert summary is not None and summary["lifetime"] > 0
     logged = read_metrics(eden.run_dir_of(tmp_path, "fig15", run, 1))
     assert any(row.get("loss/rnd_intrinsic", 0) > 0 for row in logged)
+
+
+def test_report_only_trains_nothing(tmp_path: Path) -> None:
+    script = str(ROOT / "experiments/eden/run.py")
+    out = ["--out", str(tmp_path)]
+    done = subprocess.run(
+        [sys.executable, script, "fig12", "--report-only", *out], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert "no run of fig12 is finished yet" in done.stdout
+    assert list(tmp_path.iterdir()) == []
+
+    both = [sys.executable, script, "fig12", "--report-only", "--no-report", *out]
+    refused = subprocess.run(both, capture_output=True, text=True)
+    assert refused.returncode == 2
+    assert "--report-only and --no-report exclude each other" in refused.stderr
