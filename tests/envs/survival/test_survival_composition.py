@@ -10,6 +10,8 @@ import pytest
 from survival_scenarios import carry, do, do_simple, empty_world, meter, set_meter
 
 from entityrl.cli.main import main
+from entityrl.env import RandomPolicy
+from entityrl.envs import make_vec
 from entityrl.envs.survival import SurvivalConfigError, SurvivalWorld, load_config
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -171,3 +173,20 @@ def test_sparse_reward_at_a_full_meter_is_a_config_option() -> None:
         obs = do(env, env.refresh(), "consume water")
         paid.append(obs.reward.tolist())
     assert paid == [[1.0, 1.0], [0.0, 1.0]]
+
+
+def test_in_day_and_night_no_meal_finds_its_meter_full() -> None:
+    # Meters decay at the end of every step, so a meal never finds its meter full: both
+    # settings pay the same rewards (why the study full_meter trains identical runs).
+    rewards = []
+    for when_full in (True, False):
+        overrides = {"rewards": {"sparse_when_full": when_full}}
+        env = make_vec("DayAndNight", 16, seed=0, reward="sparse", overrides=overrides)
+        policy = RandomPolicy(env.action_space, seed=0)
+        obs, paid = env.reset(), []
+        for _ in range(400):
+            obs = env.act(policy.act(obs))
+            paid.append(obs.reward.copy())
+        rewards.append(np.array(paid))
+    assert rewards[0].sum() >= 10  # meals were eaten and paid
+    np.testing.assert_array_equal(rewards[0], rewards[1])
