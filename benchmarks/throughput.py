@@ -508,7 +508,7 @@ PROFILE_PARTS = (
     ("        entity-gym environment's own act", "entity_gym/examples/", "act"),
     ("      Batcher.batch (observations -> VecObs)", "env/batching.py", "batch"),
     ("      Batcher.unbatch (actions -> per env)", "env/batching.py", "unbatch"),
-    ("  PPO update (ppo_update)", "algo/ppo.py", "ppo_update"),
+    ("  PPO update (ppo_update)", "algorithms/ppo/loss.py", "ppo_update"),
     ("    forward with gradients (RogueNet.evaluate)", "nn/rogue_net.py", "evaluate"),
     ("      batch preparation (RogueNet.prepare)", "nn/rogue_net.py", "prepare"),
     (

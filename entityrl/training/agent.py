@@ -158,7 +158,7 @@ def load_agent(
     saved = load_checkpoint(file)
     try:
         # The environment may be a custom class that is not registered here: do not look it up.
-        config = from_dict(saved["config"], check_env=False)
+        config = from_dict(saved["config"], check_env=False, require_algorithm=False)
     except ConfigError as err:
         raise CheckpointError(f"{file}: its config does not fit this entityrl: {err}") from None
     try:

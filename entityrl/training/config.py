@@ -24,12 +24,15 @@ from typing import Any
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from entityrl.algo.bc import BCConfig
-from entityrl.algo.gail import GAILConfig
-from entityrl.algo.poca import POCAConfig
-from entityrl.algo.ppo import OptimConfig, PPOConfig, require_positive
-from entityrl.algo.rnd import RNDConfig
-from entityrl.algo.self_play import SelfPlayConfig
+from entityrl.algorithms import registry as algorithm_registry
+from entityrl.algorithms.bc.loss import BCConfig
+from entityrl.algorithms.common.checks import require_positive
+from entityrl.algorithms.common.optimizer import OptimConfig
+from entityrl.algorithms.gail.discriminator import GAILConfig
+from entityrl.algorithms.poca.critic import POCAConfig
+from entityrl.algorithms.ppo.loss import PPOConfig
+from entityrl.algorithms.rnd import RNDConfig
+from entityrl.algorithms.self_play.pool import SelfPlayConfig
 from entityrl.nn.device import check_device_setting
 from entityrl.nn.rogue_net import RogueNetConfig
 
@@ -121,15 +124,6 @@ class EvalConfig:
         require_positive("eval", episodes=self.episodes, num_envs=self.num_envs)
 
 
-ALGORITHMS = (
-    "ppo",
-    "bc",
-    "gail",
-    "selfplay",
-    "poca",
-)  # entityrl.training.algorithms.ALGORITHMS, by name
-
-
 @dataclass
 class TrainConfig:
     """Everything that defines a training run."""
@@ -162,7 +156,8 @@ class TrainConfig:
     target_return: float | None = None
     """The mean episode return this configuration is known to reach within total_timesteps."""
     algo: str = "ppo"
-    """The algorithm: ppo (reinforcement learning in the environment), bc (behaviour cloning
+    """The algorithm, by name or as module:Class for your own (docs/algorithms.md; its
+    settings are then the section named by its ``name``): ppo (reinforcement learning in the environment), bc (behaviour cloning
     from the recordings in bc.demos; `entityrl bc`), gail (PPO on a reward learned from the
     recordings in bc.demos), selfplay (PPO in a multi-player game against snapshots of the
     learner) or poca (MA-POCA: PPO for a cooperative group with a centralized critic and
@@ -178,8 +173,11 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         require_positive("", total_timesteps=self.total_timesteps)
-        if self.algo not in ALGORITHMS:
-            raise ConfigError(f"algo must be one of {', '.join(ALGORITHMS)}; got {self.algo!r}")
+        if not algorithm_registry.is_known(self.algo):
+            try:
+                algorithm_registry.lookup(self.algo)  # raises, naming the algorithms there are
+            except algorithm_registry.UnknownAlgorithmError as err:
+                raise ConfigError(str(err)) from None
         if (self.algo in ("bc", "gail") or self.bc.strength) and not self.bc.demos:
             raise ConfigError(
                 f"bc.demos is empty: {'GAIL' if self.algo == 'gail' else 'behaviour cloning'} "
@@ -256,8 +254,7 @@ def load_config(
     there is one, else the defaults for that environment), or None (defaults). ``check_env``
     checks ``env.id`` and ``env.kwargs`` against the registry (off for custom environments).
     """
-    schema = OmegaConf.structured(TrainConfig)
-    layers = [schema]
+    layers: list[Any] = []
     if source is not None:
         path = Path(source)
         if path.suffix in (".yaml", ".yml") or path.exists():
@@ -282,11 +279,21 @@ def load_config(
         if "=" not in item:
             raise ConfigError(f"override {item!r} must look like key=value (e.g. ppo.gamma=0.9)")
     if overrides:
-        layers.append(OmegaConf.from_dotlist([_integral_as_int(item) for item in overrides]))
+        root = _schema_named_in(overrides)
+        layers.append(OmegaConf.from_dotlist([_integral_as_int(item, root) for item in overrides]))
     return from_layers(layers, check_env)
 
 
-def _integral_as_int(override: str) -> str:
+def _schema_named_in(overrides: list[str]) -> type[TrainConfig]:
+    """The schema of the algorithm an ``algo=`` override names (TrainConfig without one)."""
+    named = [item.partition("=")[2].strip() for item in overrides if item.startswith("algo=")]
+    try:
+        return config_class(named[-1]) if named else TrainConfig
+    except ConfigError:
+        return TrainConfig  # from_layers reports it
+
+
+def _integral_as_int(override: str, root: type = TrainConfig) -> str:
     """``total_timesteps=1e5`` as ``total_timesteps=100000``: an integral number written as a
     float is accepted where a whole number is expected."""
     key, _, value = override.partition("=")
@@ -294,24 +301,74 @@ def _integral_as_int(override: str) -> str:
         number = float(value)
     except ValueError:
         return override
-    if not number.is_integer() or _field_type(key.strip()) is not int:
+    if not number.is_integer() or _field_type(key.strip(), root) is not int:
         return override
     return f"{key}={int(number)}"
 
 
-def _field_type(path: str) -> Any:
+def config_class(algo: str) -> type[TrainConfig]:
+    """The schema of a run of ``algo``: :class:`TrainConfig`, plus a section named by the
+    algorithm's ``name`` holding its ``Settings`` when the algorithm brings its own (a user's
+    algorithm; the shipped ones have theirs in :class:`TrainConfig`)."""
+    try:
+        algorithm = algorithm_registry.lookup(algo)
+    except algorithm_registry.UnknownAlgorithmError as err:
+        raise ConfigError(str(err)) from None
+    settings, section = algorithm.Settings, algorithm.name
+    if settings is None or section in {f.name for f in dataclasses.fields(TrainConfig)}:
+        return TrainConfig
+    if not dataclasses.is_dataclass(settings):
+        raise ConfigError(
+            f"algo={algo!r}: {algorithm.__qualname__}.Settings must be a dataclass, got "
+            f"{settings!r}"
+        )
+    key = (settings, section)
+    if key not in _SCHEMAS:
+        _SCHEMAS[key] = dataclasses.make_dataclass(
+            "TrainConfig",
+            [(section, settings, field(default_factory=settings))],  # type: ignore[arg-type]
+            bases=(TrainConfig,),
+            namespace={"__module__": __name__, "__doc__": TrainConfig.__doc__},
+        )
+    return _SCHEMAS[key]
+
+
+_SCHEMAS: dict[tuple[type, str], type[TrainConfig]] = {}
+
+
+def _field_type(path: str, root: type = TrainConfig) -> Any:
     """The declared type of the config field at a dotted path (None if there is none)."""
     section, _, name = path.rpartition(".")
-    cls = _section(section)
+    cls = _section(section, root)
     return None if cls is None else typing.get_type_hints(cls).get(name)
 
 
-def from_layers(layers: list[Any], check_env: bool = True) -> TrainConfig:
+def from_layers(
+    layers: list[Any], check_env: bool = True, require_algorithm: bool = True
+) -> TrainConfig:
+    """Merge config layers (lowest first) over the schema of the algorithm they choose.
+
+    ``require_algorithm``: the algorithm (``algo``) must be importable, as training needs it;
+    without, a run of an algorithm that cannot be imported here still loads (for evaluating or
+    exporting its policy), its algorithm's own section left out."""
+    algo = next(
+        (v for v in (OmegaConf.select(layer, "algo") for layer in reversed(layers)) if v), "ppo"
+    )
     try:
-        merged = OmegaConf.merge(*layers)
+        schema = config_class(str(algo))
+    except ConfigError:
+        if require_algorithm:
+            raise
+        schema = TrainConfig
+        known = set(_fields_at("", TrainConfig))
+        layers = [
+            OmegaConf.masked_copy(layer, [k for k in layer if k in known]) for layer in layers
+        ]
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(schema), *layers)
         config = OmegaConf.to_object(merged)
     except OmegaConfBaseException as err:
-        raise ConfigError(_explain(err)) from None
+        raise ConfigError(_explain(err, schema)) from None
     except (ValueError, TypeError) as err:
         raise ConfigError(str(err)) from None
     assert isinstance(config, TrainConfig)
@@ -332,13 +389,13 @@ def _read_yaml(path: Path) -> Any:
     return loaded
 
 
-def _explain(err: OmegaConfBaseException) -> str:
+def _explain(err: OmegaConfBaseException, root: type) -> str:
     """OmegaConf's message, plus the keys that are allowed where an unknown one was given."""
     key = getattr(err, "full_key", None) or ""
     message = str(err).split("\n")[0]
     if type(err).__name__ == "ConfigKeyError" and key:
         section, _, bad = key.rpartition(".")
-        allowed = _fields_at(section)
+        allowed = _fields_at(section, root)
         if allowed:
             close = difflib.get_close_matches(bad, allowed, n=1)
             hint = f" Did you mean {close[0]!r}?" if close else ""
@@ -346,15 +403,15 @@ def _explain(err: OmegaConfBaseException) -> str:
     return f"config key {key!r}: {message}" if key else message
 
 
-def _fields_at(path: str) -> list[str]:
+def _fields_at(path: str, root: type = TrainConfig) -> list[str]:
     """Field names of the config section at a dotted path ('' is the top level)."""
-    cls = _section(path)
+    cls = _section(path, root)
     return [] if cls is None else [f.name for f in dataclasses.fields(cls)]
 
 
-def _section(path: str) -> Any:
+def _section(path: str, root: type = TrainConfig) -> Any:
     """The dataclass of the config section at a dotted path ('' is the top level), or None."""
-    cls: Any = TrainConfig
+    cls: Any = root
     for part in filter(None, path.split(".")):
         if not dataclasses.is_dataclass(cls) or part not in {
             f.name for f in dataclasses.fields(cls)
@@ -395,9 +452,12 @@ def to_dict(config: TrainConfig) -> dict[str, Any]:
     return result
 
 
-def from_dict(values: dict[str, Any], check_env: bool = True) -> TrainConfig:
-    """A config from :func:`to_dict`'s output; ``check_env`` as in :func:`load_config`."""
-    return from_layers([OmegaConf.structured(TrainConfig), OmegaConf.create(values)], check_env)
+def from_dict(
+    values: dict[str, Any], check_env: bool = True, require_algorithm: bool = True
+) -> TrainConfig:
+    """A config from :func:`to_dict`'s output; ``check_env`` as in :func:`load_config`,
+    ``require_algorithm`` as in :func:`from_layers`."""
+    return from_layers([OmegaConf.create(values)], check_env, require_algorithm)
 
 
 # ---------------------------------------------------------------------------- help text

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from entityrl.algo.bc import BCConfig, bc_step
-from entityrl.algo.optimizer import FlatOptimizer
+from entityrl.algorithms.bc.loss import BCConfig, bc_step
+from entityrl.algorithms.common.optimizer import FlatOptimizer
 from entityrl.env.vec_env import VecEnv
 from entityrl.env.vec_obs import VecObs
 from entityrl.nn.rogue_net import RogueNet

@@ -33,7 +33,7 @@ import numpy.typing as npt
 import torch
 import torch.distributed as dist
 
-from entityrl.algo.reduce import Reducer
+from entityrl.algorithms.common.reduce import Reducer
 from entityrl.nn.device import resolve_device
 
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from entityrl.algo.rollout import Rollout
+from entityrl.algorithms.common.rollout import Rollout
 from entityrl.env.multiplayer_vec import PlayerVecEnv
 from entityrl.env.vec_obs import VecObs
 from entityrl.nn.rogue_net import RogueNet

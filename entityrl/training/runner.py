@@ -1,6 +1,6 @@
 """The training loop every algorithm shares: iterate, log, evaluate, checkpoint; repeat.
 
-What one iteration does is the algorithm's (:mod:`entityrl.training.algorithms`, chosen by the
+What one iteration does is the algorithm's (:mod:`entityrl.algorithms`, chosen by the
 config's ``algo``): for PPO, ``rollout.num_envs * rollout.steps`` environment steps followed by
 ``ppo.update_epochs`` passes of minibatch updates; for behaviour cloning, one epoch over the
 recordings. The loop stops once the algorithm's budget of samples is spent (``total_timesteps``
@@ -27,8 +27,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from entityrl.algo.optimizer import adam
-from entityrl.algo.reduce import Reducer
+from entityrl.algorithms.base import Context
+from entityrl.algorithms.common.optimizer import adam
+from entityrl.algorithms.common.reduce import Reducer
 from entityrl.env.environment import Environment
 from entityrl.env.multiplayer_vec import MultiPlayerSettingError
 from entityrl.env.stacking import stacking
@@ -37,7 +38,6 @@ from entityrl.nn.device import resolve_device
 from entityrl.nn.rogue_net import RogueNet
 from entityrl.training import checkpoint as ckpt
 from entityrl.training import run_dir as run_dirs
-from entityrl.training.algorithms.base import Context
 from entityrl.training.callbacks import Callback
 from entityrl.training.config import ConfigError, TrainConfig, load_config, to_dict, to_yaml
 from entityrl.training.init_from import load_initial_weights
@@ -178,9 +178,9 @@ class Trainer:
         self.device = resolve_device(config.device)
         torch.manual_seed(config.seed)  # the same initial network in every process
         self.rng = np.random.default_rng(config.seed + self.rank)
-        from entityrl.training.algorithms import ALGORITHMS
+        from entityrl.algorithms import lookup
 
-        algorithm = ALGORITHMS[config.algo]
+        algorithm = lookup(config.algo)
         algorithm.check(config)
         per_rank = algorithm.num_envs(config) // self.reducer.world_size
         # Environment i of rank r is seeded like environment r * per_rank + i of one process.

@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from entityrl.algo.rollout import Rollout
+from entityrl.algorithms.common.rollout import Rollout
 from entityrl.env.process_vec_env import ProcessVecEnv
 from entityrl.env.vec_env import SerialVecEnv, VecEnv
 from entityrl.env.vec_obs import VecObs

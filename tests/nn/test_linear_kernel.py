@@ -345,7 +345,7 @@ def changes() -> list[tuple[str, bool, Change]]:
         return lambda: layer.load_state_dict({"weight": torch.randn(96, 32), "bias": layer.bias})
 
     def flat_fused_adam(layer: nn.Linear) -> Callable[[], None]:
-        # How the trainer steps (entityrl.algo.optimizer): the parameters become views into
+        # How the trainer steps (entityrl.algorithms.common.optimizer): the parameters become views into
         # one flat tensor, which a fused Adam steps.
         params = list(layer.parameters())
         flat = nn.Parameter(torch.cat([p.detach().reshape(-1) for p in params]))

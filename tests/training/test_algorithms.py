@@ -9,23 +9,24 @@ import pytest
 import torch
 from stop_after import StopAfter
 
+from entityrl.algorithms import lookup, names
 from entityrl.envs import make_vec
 from entityrl.envs.experts import EXPERTS
 from entityrl.recording import record
 from entityrl.training import Trainer, evaluate, load_agent, load_config, make_eval_env
-from entityrl.training.algorithms import ALGORITHMS
 from entityrl.training.checkpoint import load_checkpoint
-from entityrl.training.config import ALGORITHMS as ALGORITHM_NAMES
 from entityrl.training.config import ConfigError
 from entityrl.training.demonstrations import join
 
 QUIET = ["log.tensorboard=false", "log.progress=false", "torch_threads=1"]
 
 
-def test_every_algorithm_name_of_the_config_has_an_algorithm() -> None:
-    assert set(ALGORITHMS) == set(ALGORITHM_NAMES)
-    for name, algorithm in ALGORITHMS.items():
+def test_every_built_in_algorithm_name_has_an_algorithm_with_its_settings() -> None:
+    assert names() == ["ppo", "bc", "gail", "selfplay", "poca"]
+    for name in names():
+        algorithm = lookup(name)
         assert algorithm.name == name
+        assert isinstance(getattr(load_config(None, [*QUIET]), name), algorithm.Settings)
 
 
 @pytest.fixture(scope="module")
@@ -80,8 +81,8 @@ def _gail_config(demos: Path, run_dir: Path, *extra: str):
 
 
 def test_the_discriminator_logit_sums_the_actors_choices_and_the_row_term(demos: Path) -> None:
-    from entityrl.algo.gail import Discriminator, GAILConfig
-    from entityrl.algo.ppo import OptimConfig
+    from entityrl.algorithms.common.optimizer import OptimConfig
+    from entityrl.algorithms.gail.discriminator import Discriminator, GAILConfig
     from entityrl.recording import Recording
 
     recording = Recording(demos)
@@ -104,8 +105,8 @@ def test_the_discriminator_logit_sums_the_actors_choices_and_the_row_term(demos:
 
 
 def test_the_discriminator_learns_to_tell_the_expert_from_a_random_policy(demos: Path) -> None:
-    from entityrl.algo.gail import Discriminator, GAILConfig
-    from entityrl.algo.ppo import OptimConfig
+    from entityrl.algorithms.common.optimizer import OptimConfig
+    from entityrl.algorithms.gail.discriminator import Discriminator, GAILConfig
     from entityrl.env.random_policy import RandomPolicy
     from entityrl.recording import read_recordings
 

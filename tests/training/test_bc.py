@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from entityrl.algo.bc import bc_terms
+from entityrl.algorithms.bc.loss import bc_terms
 from entityrl.cli.main import main
 from entityrl.envs import make_vec
 from entityrl.envs.experts import EXPERTS

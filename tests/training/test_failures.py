@@ -13,8 +13,8 @@ import pytest
 import torch
 from test_runner import config, learning_metrics, parameters
 
+from entityrl.algorithms import ppo as ppo_algorithm
 from entityrl.training import checkpoint as ckpt
-from entityrl.training.algorithms import ppo as ppo_algorithm
 from entityrl.training.finite import NonFiniteError
 from entityrl.training.run_dir import RunDirError
 from entityrl.training.runner import Trainer

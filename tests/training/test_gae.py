@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from entityrl.algo.gae import gae
+from entityrl.algorithms.common.gae import gae
 
 
 def reference_gae(rewards, values, dones, next_values, gamma, lam):

@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from entityrl.algo.optimizer import Adam, FlatOptimizer
+from entityrl.algorithms.common.optimizer import Adam, FlatOptimizer
 
 
 def small_net() -> nn.Module:
@@ -154,7 +154,7 @@ def test_training_does_not_import_torch_dynamo() -> None:
     # Constructing a torch.optim optimizer imports torch._dynamo: some 70 MB of memory.
     script = (
         "import sys, torch\n"
-        "from entityrl.algo.optimizer import Adam, FlatOptimizer\n"
+        "from entityrl.algorithms.common.optimizer import Adam, FlatOptimizer\n"
         "net = torch.nn.Linear(3, 2)\n"
         "opt = FlatOptimizer(net, lambda ps: Adam(ps, lr=0.1))\n"
         "net(torch.randn(4, 3)).sum().backward()\n"

@@ -10,7 +10,7 @@ import torch
 from env.player_envs import Bigger, Dropout
 from stop_after import StopAfter
 
-from entityrl.algo.poca import GroupCritic, POCAConfig, group_returns, group_rewards
+from entityrl.algorithms.poca.critic import GroupCritic, POCAConfig, group_returns, group_rewards
 from entityrl.env.multiplayer_vec import PlayerVecEnv
 from entityrl.nn.rogue_net import RogueNet
 from entityrl.ragged import RaggedArray

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from entityrl.algo.optimizer import FlatOptimizer
-from entityrl.algo.ppo import ppo_terms, ppo_update
-from entityrl.algo.ppo_fused import fused_ppo_terms
-from entityrl.algo.rollout import Minibatch
+from entityrl.algorithms.common.optimizer import FlatOptimizer
+from entityrl.algorithms.common.rollout import Minibatch
+from entityrl.algorithms.ppo.fused_loss import fused_ppo_terms
+from entityrl.algorithms.ppo.loss import ppo_terms, ppo_update
 from entityrl.envs import make_vec
 from entityrl.nn import RogueNet, RogueNetConfig
 from entityrl.nn.heads import HeadOutput

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from entityrl.algo.ppo import OptimConfig
-from entityrl.algo.rnd import RND, RNDConfig
+from entityrl.algorithms.common.optimizer import OptimConfig
+from entityrl.algorithms.rnd import RND, RNDConfig
 from entityrl.envs import make_vec
 from entityrl.training import checkpoint as ckpt
 from entityrl.training.callbacks import Callback

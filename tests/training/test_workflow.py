@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from entityrl.algo.reward_scale import RewardScaler
+from entityrl.algorithms.common.reward_scale import RewardScaler
 from entityrl.training import Callback, Evaluation, load_agent
 from entityrl.training import checkpoint as ckpt
 from entityrl.training.config import ConfigError, load_config

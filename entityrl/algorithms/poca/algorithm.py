@@ -1,5 +1,5 @@
 """MA-POCA: PPO for cooperative groups, its advantages from a group critic
-(:mod:`entityrl.algo.poca`).
+(:mod:`entityrl.algorithms.poca.critic`).
 
 One policy plays every agent of every game. Each rollout, the critic gives the group's value
 and every agent's counterfactual baseline; the group's lambda-returns make the critic's targets
@@ -16,11 +16,11 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from entityrl.algo.poca import GroupCritic, group_returns, group_rewards
-from entityrl.algo.rollout import Rollout
+from entityrl.algorithms.base import Context
+from entityrl.algorithms.common.rollout import Rollout
+from entityrl.algorithms.poca.critic import GroupCritic, POCAConfig, group_returns, group_rewards
+from entityrl.algorithms.ppo.algorithm import PPO
 from entityrl.env.multiplayer_vec import PlayerVecEnv
-from entityrl.training.algorithms.base import Context
-from entityrl.training.algorithms.ppo import PPO
 from entityrl.training.config import ConfigError, TrainConfig
 
 
@@ -28,6 +28,7 @@ class POCA(PPO):
     """PPO with MA-POCA's centralized critic and counterfactual baselines."""
 
     name = "poca"
+    Settings = POCAConfig
     one_process = True
 
     @classmethod

@@ -13,19 +13,12 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from entityrl.algo.optimizer import FlatOptimizer
-from entityrl.algo.ppo_fused import fused_ppo_terms
-from entityrl.algo.reduce import Reducer
-from entityrl.algo.rollout import Minibatch, Rollout
+from entityrl.algorithms.common.checks import require_positive
+from entityrl.algorithms.common.optimizer import FlatOptimizer, OptimConfig
+from entityrl.algorithms.common.reduce import Reducer
+from entityrl.algorithms.common.rollout import Minibatch, Rollout
+from entityrl.algorithms.ppo.fused_loss import fused_ppo_terms
 from entityrl.nn.rogue_net import PolicyOutput, RogueNet
-
-
-def require_positive(section: str, **values: float) -> None:
-    """Reject non-positive settings, naming them as ``section.name``."""
-    for name, value in values.items():
-        if value <= 0:
-            key = f"{section}.{name}" if section else name
-            raise ValueError(f"{key} must be > 0, got {value}")
 
 
 @dataclass
@@ -60,7 +53,7 @@ class PPOConfig:
     environment, replayed from the state stored at each chunk's start (truncated
     back-propagation through time); it must divide rollout.steps (0: rollout.steps)."""
     fused_loss: bool | None = None
-    """Compute the loss and its gradients in numpy (entityrl.algo.ppo_fused; CPU only) instead
+    """Compute the loss and its gradients in numpy (entityrl.algorithms.ppo.fused_loss; CPU only) instead
     of plain torch (null: on the CPU)."""
 
     def __post_init__(self) -> None:
@@ -75,41 +68,6 @@ class PPOConfig:
             raise ValueError("ppo.ent_coef and ppo.vf_coef must be >= 0")
         if self.target_kl is not None:
             require_positive("ppo", target_kl=self.target_kl)
-
-
-@dataclass
-class OptimConfig:
-    """Adam optimizer and minibatches."""
-
-    lr: float = 0.005
-    """Learning rate."""
-    anneal_lr: bool = True
-    """Anneal the learning rate linearly to 0 over training."""
-    warmup_steps: int = 0
-    """Environment steps over which the learning rate ramps up linearly from 0."""
-    bs: int = 1024
-    """Minibatch size, in samples (one sample = one environment step)."""
-    micro_bs: int | None = None
-    """Accumulate gradients over micro-batches of this many samples (saves memory; same result)."""
-    max_grad_norm: float = 2.0
-    """Clip the gradient norm to this."""
-    weight_decay: float = 0.0
-    """Adam weight decay."""
-    eps: float = 1e-5
-    """Adam epsilon."""
-
-    def __post_init__(self) -> None:
-        require_positive(
-            "optim", lr=self.lr, bs=self.bs, max_grad_norm=self.max_grad_norm, eps=self.eps
-        )
-        if self.micro_bs is not None:
-            require_positive("optim", micro_bs=self.micro_bs)
-            if self.bs % self.micro_bs:
-                raise ValueError(
-                    f"optim.micro_bs ({self.micro_bs}) must divide optim.bs ({self.bs})"
-                )
-        if self.warmup_steps < 0 or self.weight_decay < 0:
-            raise ValueError("optim.warmup_steps and optim.weight_decay must be >= 0")
 
 
 @dataclass
@@ -136,7 +94,7 @@ def ppo_terms(out: PolicyOutput, batch: Minibatch, cfg: PPOConfig) -> PPOTerms:
     Per actor, with the row's advantage ``A`` and ``r = exp(logprob - old logprob)``:
     ``policy = max(-A r, -A clip(r, 1 - c, 1 + c))``; per row, ``value = (v - R)^2 / 2``, or
     with value clipping ``max((v - R)^2, (V + clip(v - V, -c, c) - R)^2) / 2`` (``V``: the
-    rollout's estimate). Plain torch on any device; :mod:`entityrl.algo.ppo_fused` computes
+    rollout's estimate). Plain torch on any device; :mod:`entityrl.algorithms.ppo.fused_loss` computes
     the same in numpy on the CPU.
     """
     c = cfg.clip_coef

@@ -1,6 +1,6 @@
 """PPO's loss fused into numpy: the terms and their gradients computed together.
 
-:func:`fused_ppo_terms` computes exactly what :func:`entityrl.algo.ppo.ppo_terms` computes
+:func:`fused_ppo_terms` computes exactly what :func:`entityrl.algorithms.ppo.loss.ppo_terms` computes
 (the reference, in plain torch, which autograd differentiates), and the gradients with respect
 to the network's outputs in the same pass. On the CPU, at a minibatch's thousand-odd actors, the
 torch expressions are some 70 small operations forward and 40 backward, which cost more than
@@ -17,11 +17,11 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from entityrl.algo.rollout import Minibatch
+from entityrl.algorithms.common.rollout import Minibatch
 from entityrl.nn.rogue_net import PolicyOutput
 
 if TYPE_CHECKING:
-    from entityrl.algo.ppo import PPOConfig
+    from entityrl.algorithms.ppo.loss import PPOConfig
 
 
 @dataclass

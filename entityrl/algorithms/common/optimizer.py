@@ -16,15 +16,49 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import torch
 from torch import nn
 
-from entityrl.algo.reduce import Reducer
+from entityrl.algorithms.common.checks import require_positive
+from entityrl.algorithms.common.reduce import Reducer
 
-if TYPE_CHECKING:
-    from entityrl.algo.ppo import OptimConfig
+
+@dataclass
+class OptimConfig:
+    """Adam optimizer and minibatches."""
+
+    lr: float = 0.005
+    """Learning rate."""
+    anneal_lr: bool = True
+    """Anneal the learning rate linearly to 0 over training."""
+    warmup_steps: int = 0
+    """Environment steps over which the learning rate ramps up linearly from 0."""
+    bs: int = 1024
+    """Minibatch size, in samples (one sample = one environment step)."""
+    micro_bs: int | None = None
+    """Accumulate gradients over micro-batches of this many samples (saves memory; same result)."""
+    max_grad_norm: float = 2.0
+    """Clip the gradient norm to this."""
+    weight_decay: float = 0.0
+    """Adam weight decay."""
+    eps: float = 1e-5
+    """Adam epsilon."""
+
+    def __post_init__(self) -> None:
+        require_positive(
+            "optim", lr=self.lr, bs=self.bs, max_grad_norm=self.max_grad_norm, eps=self.eps
+        )
+        if self.micro_bs is not None:
+            require_positive("optim", micro_bs=self.micro_bs)
+            if self.bs % self.micro_bs:
+                raise ValueError(
+                    f"optim.micro_bs ({self.micro_bs}) must divide optim.bs ({self.bs})"
+                )
+        if self.warmup_steps < 0 or self.weight_decay < 0:
+            raise ValueError("optim.warmup_steps and optim.weight_decay must be >= 0")
 
 
 class Optimizer(Protocol):

@@ -13,7 +13,7 @@ layer than the target, so that it can fit it.
 
 The intrinsic reward is centred on its mean over the rollout, divided by the running standard
 deviation of its own discounted return (the paper's normalization;
-:class:`~entityrl.algo.reward_scale.RewardScaler` with episode ends ignored, as the intrinsic
+:class:`~entityrl.algorithms.common.reward_scale.RewardScaler` with episode ends ignored, as the intrinsic
 return does not stop at them), scaled by ``rnd.coef`` and added to the (possibly
 ``ppo.norm_reward``-scaled) environment reward: one value head learns the sum. The centring
 replaces the paper's second, non-episodic value head: with episodic returns a bonus that is
@@ -33,10 +33,10 @@ import numpy.typing as npt
 import torch
 from torch import nn
 
-from entityrl.algo.optimizer import FlatOptimizer, adam
-from entityrl.algo.ppo import OptimConfig, require_positive
-from entityrl.algo.reduce import Reducer
-from entityrl.algo.reward_scale import RewardScaler
+from entityrl.algorithms.common.checks import require_positive
+from entityrl.algorithms.common.optimizer import FlatOptimizer, OptimConfig, adam
+from entityrl.algorithms.common.reduce import Reducer
+from entityrl.algorithms.common.reward_scale import RewardScaler
 from entityrl.env.spaces import ObsSpace
 from entityrl.env.vec_obs import VecObs
 from entityrl.nn.input_norm import Combine, RunningNorm

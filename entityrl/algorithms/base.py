@@ -17,8 +17,8 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from entityrl.algo.optimizer import FlatOptimizer
-from entityrl.algo.reduce import Reducer
+from entityrl.algorithms.common.optimizer import FlatOptimizer
+from entityrl.algorithms.common.reduce import Reducer
 from entityrl.env.vec_env import VecEnv
 from entityrl.env.vec_obs import VecObs
 from entityrl.nn.input_norm import Combine
@@ -62,9 +62,17 @@ class Iteration:
 
 
 class Algorithm(ABC):
-    """One way to train the network. Subclasses set ``name`` (the config's ``algo``)."""
+    """One way to train the network.
+
+    Subclasses set ``name``: the config's ``algo`` for a registered algorithm, and the name of
+    the config section holding its ``Settings`` (a dataclass whose fields, with defaults and
+    docstrings, become ``<name>.<field>`` keys with ``--help`` text, type checks and
+    did-you-mean errors); :attr:`settings` is that section of the run's config.
+    """
 
     name: ClassVar[str]
+    Settings: ClassVar[type | None] = None
+    """This algorithm's own settings (a dataclass), or None."""
     one_process: ClassVar[bool] = False
     """Trains in one process only (refuses world_size > 1)."""
 
@@ -81,6 +89,11 @@ class Algorithm(ABC):
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
+
+    @property
+    def settings(self) -> Any:
+        """This run's values of :attr:`Settings` (the config section ``name``)."""
+        return getattr(self.ctx.config, self.name)
 
     def budget(self) -> int:
         """Samples (all processes together) after which the run ends."""

@@ -22,8 +22,8 @@ import numpy.typing as npt
 import torch
 from torch.nn import functional
 
-from entityrl.algo.optimizer import FlatOptimizer, adam
-from entityrl.algo.ppo import OptimConfig, require_positive
+from entityrl.algorithms.common.checks import require_positive
+from entityrl.algorithms.common.optimizer import FlatOptimizer, OptimConfig, adam
 from entityrl.env.spaces import ActionSpaces, ObsSpace
 from entityrl.env.vec_obs import VecObs
 from entityrl.nn.rogue_net import RogueNet, RogueNetConfig

@@ -2,7 +2,7 @@
 
 Episodes of the recordings (``bc.demos``) are split into training and validation episodes.
 One iteration is one epoch: shuffled minibatches of ``optim.bs`` training steps, each a
-gradient step on the negative log-likelihood of the recorded actions (:mod:`entityrl.algo.bc`),
+gradient step on the negative log-likelihood of the recorded actions (:mod:`entityrl.algorithms.bc.loss`),
 then the validation loss and, with ``bc.eval_episodes``, the policy's return in the
 environment. The run ends after ``bc.epochs`` or once the validation loss has not improved for
 ``bc.patience`` epochs; the final checkpoint holds the best epoch's weights, so ``entityrl
@@ -20,9 +20,9 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from entityrl.algo.bc import bc_step, bc_terms
+from entityrl.algorithms.base import Algorithm, Context, Iteration
+from entityrl.algorithms.bc.loss import BCConfig, bc_step, bc_terms
 from entityrl.training.agent import Agent, evaluate
-from entityrl.training.algorithms.base import Algorithm, Context, Iteration
 from entityrl.training.config import TrainConfig
 from entityrl.training.demonstrations import load_episodes, split
 
@@ -31,6 +31,7 @@ class BehaviourCloning(Algorithm):
     """Maximum likelihood of recorded actions, with a validation split and early stopping."""
 
     name = "bc"
+    Settings = BCConfig
     one_process = True
 
     @classmethod

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from entityrl.algo.optimizer import FlatOptimizer
-from entityrl.algo.ppo import require_positive
+from entityrl.algorithms.common.checks import require_positive
+from entityrl.algorithms.common.optimizer import FlatOptimizer
 from entityrl.env.vec_obs import VecObs
 from entityrl.nn.rogue_net import PolicyOutput, RogueNet
 from entityrl.ragged import RaggedArray

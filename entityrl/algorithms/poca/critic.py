@@ -25,7 +25,7 @@ import numpy.typing as npt
 import torch
 from torch import nn
 
-from entityrl.algo.gae import gae
+from entityrl.algorithms.common.gae import gae
 from entityrl.env.actions import kind_of
 from entityrl.env.spaces import ActionSpace, ObsSpace
 from entityrl.env.vec_obs import VecObs

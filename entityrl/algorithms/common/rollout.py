@@ -8,7 +8,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from entityrl.algo.gae import gae
+from entityrl.algorithms.common.gae import gae
 from entityrl.env.vec_obs import VecObs
 from entityrl.nn.recurrent import Sequences
 from entityrl.ragged import RaggedArray

@@ -1,5 +1,5 @@
 """Self-play: PPO for the learner's seats of a multi-player game, frozen snapshots of the
-learner in the others (:mod:`entityrl.algo.self_play` for the pool and its settings).
+learner in the others (:mod:`entityrl.algorithms.self_play.pool` for the pool and its settings).
 
 Every rollout, each game gives the learner one seat (drawn among ``selfplay.learner_players``)
 and the current opponent every other seat. The learner is snapshotted into the pool every
@@ -15,11 +15,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from entityrl.algo.self_play import OpponentPool
+from entityrl.algorithms.base import Context, Iteration
+from entityrl.algorithms.ppo.algorithm import PPO
+from entityrl.algorithms.self_play.pool import OpponentPool, SelfPlayConfig
 from entityrl.env.multiplayer_vec import PlayerVecEnv
 from entityrl.training.agent import AgentError
-from entityrl.training.algorithms.base import Context, Iteration
-from entityrl.training.algorithms.ppo import PPO
 from entityrl.training.checkpoint import CheckpointError
 from entityrl.training.config import ConfigError
 from entityrl.training.match import load_opponent
@@ -32,6 +32,7 @@ class SelfPlay(PPO):
     """PPO against a pool of the learner's past selves."""
 
     name = "selfplay"
+    Settings = SelfPlayConfig
     one_process = True
 
     def __init__(self, ctx: Context) -> None:

@@ -1,10 +1,10 @@
 """PPO: collect a rollout of the environments with the current policy, choose the rewards to
 learn from, estimate advantages, then take ``ppo.update_epochs`` passes of minibatch steps on
-the clipped surrogate loss (:mod:`entityrl.algo.ppo`).
+the clipped surrogate loss (:mod:`entityrl.algorithms.ppo.loss`).
 
 The rewards GAE sees are the environment's, divided by the running scale of the return with
-``ppo.norm_reward`` (:mod:`entityrl.algo.reward_scale`), plus RND's exploration bonus with
-``rnd.coef`` (:mod:`entityrl.algo.rnd`). With ``bc.strength``, behaviour-cloning steps on
+``ppo.norm_reward`` (:mod:`entityrl.algorithms.common.reward_scale`), plus RND's exploration bonus with
+``rnd.coef`` (:mod:`entityrl.algorithms.rnd`). With ``bc.strength``, behaviour-cloning steps on
 recorded demonstrations follow each update (:mod:`entityrl.training.demonstrations`).
 Subclasses change where the task's rewards come from (:class:`~.gail.GAIL`).
 """
@@ -18,12 +18,12 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from entityrl.algo.ppo import ppo_update
-from entityrl.algo.reward_scale import RewardScaler
-from entityrl.algo.rnd import RND
-from entityrl.algo.rollout import Rollout
+from entityrl.algorithms.base import Algorithm, Context, Iteration
+from entityrl.algorithms.common.reward_scale import RewardScaler
+from entityrl.algorithms.common.rollout import Rollout
+from entityrl.algorithms.ppo.loss import PPOConfig, ppo_update
+from entityrl.algorithms.rnd import RND
 from entityrl.env.vec_obs import VecObs
-from entityrl.training.algorithms.base import Algorithm, Context, Iteration
 from entityrl.training.demonstrations import DemonstrationLoss
 from entityrl.training.finite import check_update
 from entityrl.training.sampler import Sampler, make_sampler
@@ -33,6 +33,7 @@ class PPO(Algorithm):
     """Proximal policy optimization on rollouts of the environments."""
 
     name = "ppo"
+    Settings = PPOConfig
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)

@@ -1,4 +1,4 @@
-"""GAIL: PPO whose task reward is learned from demonstrations (:mod:`entityrl.algo.gail`).
+"""GAIL: PPO whose task reward is learned from demonstrations (:mod:`entityrl.algorithms.gail.discriminator`).
 
 Each iteration collects a rollout as PPO does, rewards every step with the discriminator's
 ``-log(1 - D(s, a))`` (times ``gail.coef``, plus ``gail.env_reward`` times the environment's
@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from entityrl.algo.gail import Discriminator
-from entityrl.algo.rollout import Rollout
-from entityrl.training.algorithms.base import Context
-from entityrl.training.algorithms.ppo import PPO
+from entityrl.algorithms.base import Context
+from entityrl.algorithms.common.rollout import Rollout
+from entityrl.algorithms.gail.discriminator import Discriminator, GAILConfig
+from entityrl.algorithms.ppo.algorithm import PPO
 from entityrl.training.demonstrations import demonstrations_for
 
 
@@ -26,6 +26,7 @@ class GAIL(PPO):
     """Generative adversarial imitation learning."""
 
     name = "gail"
+    Settings = GAILConfig
     one_process = True
 
     def __init__(self, ctx: Context) -> None:

@@ -1,1 +1,0 @@
-"""Learning algorithms: advantage estimation, PPO, behaviour cloning."""
