@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -24,6 +24,16 @@ from entityrl.env.vec_obs import VecObs
 from entityrl.nn.input_norm import Combine
 from entityrl.nn.rogue_net import RogueNet
 from entityrl.training.config import ConfigError, TrainConfig
+
+T = TypeVar("T", bound="Stateful")
+
+
+class Stateful(Protocol):
+    """What a checkpoint can keep: a network, an optimizer, a replay buffer, ..."""
+
+    def state_dict(self) -> Any: ...
+
+    def load_state_dict(self, state: Any, /) -> Any: ...
 
 
 @dataclass
@@ -89,6 +99,16 @@ class Algorithm(ABC):
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
+        self._owned: dict[str, Stateful] = {}
+
+    def own(self, name: str, part: T) -> T:
+        """Keep ``part`` (a network, an optimizer, anything with ``state_dict`` and
+        ``load_state_dict``) in every checkpoint under ``name``, restored on resume; returns
+        it. The loop already keeps ``ctx.net`` and ``ctx.optimizer``."""
+        if name in self._owned:
+            raise ValueError(f"{type(self).__name__} already owns a part named {name!r}")
+        self._owned[name] = part
+        return part
 
     @property
     def settings(self) -> Any:
@@ -121,8 +141,13 @@ class Algorithm(ABC):
 
     def state_dict(self) -> dict[str, Any]:
         """This process's state beyond the network and optimizer, stored in the checkpoint
-        under top-level keys of the algorithm's choosing (gathered over processes)."""
-        return {}
+        under top-level keys of the algorithm's choosing (gathered over processes); the parts
+        it :meth:`own`-s under ``owned``. Subclasses add their keys to ``super()``'s."""
+        if not self._owned:
+            return {}
+        return {"owned": {name: part.state_dict() for name, part in self._owned.items()}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` (this process's part of each key)."""
+        for name, part in self._owned.items():
+            part.load_state_dict(state["owned"][name])

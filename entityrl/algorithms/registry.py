@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import inspect
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -98,9 +99,11 @@ def _import(path: str, name: str) -> type[Algorithm]:
     cls = getattr(module, attr, None)
     if cls is None:
         found = [n for n, v in vars(module).items() if _is_algorithm(v, Algorithm)]
+        close = difflib.get_close_matches(attr, found, n=1)
         raise UnknownAlgorithmError(
             f"algo={name!r}: module {module_name!r} has no {attr!r}"
-            + (f"; its algorithms: {', '.join(found)}" if found else "")
+            + (f". Did you mean {close[0]!r}?" if close else "")
+            + (f" Its algorithms: {', '.join(found)}" if found else "")
         )
     if not _is_algorithm(cls, Algorithm):
         raise UnknownAlgorithmError(
@@ -111,4 +114,5 @@ def _import(path: str, name: str) -> type[Algorithm]:
 
 
 def _is_algorithm(value: object, base: type) -> bool:
-    return isinstance(value, type) and issubclass(value, base) and value is not base
+    """A concrete algorithm class (not a base such as OffPolicyAlgorithm)."""
+    return isinstance(value, type) and issubclass(value, base) and not inspect.isabstract(value)

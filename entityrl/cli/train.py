@@ -1,4 +1,4 @@
-"""``entityrl train ENV_OR_CONFIG [key=value ...]``: train an agent with PPO."""
+"""``entityrl train ENV_OR_CONFIG [key=value ...]``: train an agent (PPO by default)."""
 
 from __future__ import annotations
 
@@ -24,14 +24,21 @@ if TYPE_CHECKING:
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "train",
-        help="train an agent on an environment with PPO",
+        help="train an agent on an environment (PPO, or the algorithm algo= names)",
         description=(
-            "Train a RogueNet agent with PPO. ENV_OR_CONFIG is a registered environment name "
+            "Train a RogueNet agent with PPO, or with the algorithm algo= names (a built-in one, "
+            "or your own as algo=module:Class, whose settings --help then lists). ENV_OR_CONFIG is a registered environment name "
             "(its shipped config is used) or a YAML config file. Any parameter can be "
             "overridden as key=value, e.g. ppo.gamma=0.9 rollout.num_envs=64."
         ),
         epilog="parameters (default values):\n" + describe(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        add_help=False,
+    )
+    # Handled in run(): the parameters shown are those of the config the arguments resolve to,
+    # so `entityrl train ENV algo=my_module:MyAlgo --help` lists that algorithm's settings.
+    parser.add_argument(
+        "-h", "--help", action="store_true", help="show this help (with the given config) and exit"
     )
     parser.add_argument("source", nargs="?", metavar="ENV_OR_CONFIG")
     parser.add_argument("overrides", nargs="*", metavar="key=value")
@@ -39,7 +46,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--show-config", action="store_true", help="print the resolved config and exit"
     )
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=run, parser=parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -52,6 +59,8 @@ def run(args: argparse.Namespace) -> int:
     if source is not None and "=" in source and not Path(source).exists():
         overrides.insert(0, source)
         source = None
+    if args.help:
+        return show_help(args.parser, source, overrides)
     if args.resume and not (Path(args.resume) / CHECKPOINT_FILE).is_file():
         print(
             f"entityrl train: error: --resume {args.resume}: not a run directory (expected a "
@@ -99,6 +108,18 @@ def run(args: argparse.Namespace) -> int:
         f"mean return of the last episodes: {shown}\n"
         f"run directory: {result.run_dir}\n" + next_commands(config, result)
     )
+    return 0
+
+
+def show_help(parser: argparse.ArgumentParser, source: str | None, overrides: list[str]) -> int:
+    """The usage, then every parameter of the config the arguments give (with its value)."""
+    try:
+        config = load_config(source, overrides)
+    except ConfigError as err:
+        print(f"entityrl train: error: {err}", file=sys.stderr)
+        return USAGE_ERROR
+    parser.epilog = "parameters (values of this config):\n" + describe(config)
+    parser.print_help()
     return 0
 
 

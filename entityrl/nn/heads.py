@@ -15,6 +15,7 @@ fallback); it is re-exported here. The Gaussian head of continuous actions is in
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
@@ -35,6 +36,7 @@ from entityrl.ragged import RaggedArray
 __all__ = [
     "ActionHead",
     "CategoricalHead",
+    "ChoiceScores",
     "GaussianHead",
     "HeadOutput",
     "SelectEntityHead",
@@ -64,6 +66,18 @@ class ActionHead(Protocol):
 
     def chosen(self, values: RaggedArray) -> torch.Tensor:
         """The values of a batch of actions (as a VecEnv took them) as the tensor to score."""
+
+
+@dataclass
+class ChoiceScores:
+    """A discrete action's score of every choice, per actor: the logits of the policy's
+    distribution, or, for a value-based method, the Q-values the head is trained as."""
+
+    scores: torch.Tensor
+    """(actors, choices) float; a select-entity action's choices are its row's candidates, in
+    order, padded to the most of any row."""
+    legal: torch.Tensor | None
+    """(actors, choices) bool: the choice exists and the mask allows it (None: all do)."""
 
 
 def chosen_indices(values: RaggedArray) -> torch.Tensor:
@@ -96,10 +110,15 @@ class CategoricalHead(nn.Module):
     ) -> HeadOutput:
         if inputs.empty:
             return no_actors(x.device)
+        scores = self.scores(x, inputs)
+        return masked_categorical(scores.scores, scores.legal, chosen, deterministic, generator)
+
+    def scores(self, x: torch.Tensor, inputs: ActorInputs) -> ChoiceScores:
+        """Every choice's logit, per actor."""
         actors = inputs.actors
         # index_select: several times faster than x[actors], forward and backward.
         acting = x if actors is None else x.index_select(0, actors)
-        return masked_categorical(self.proj(acting), inputs.legal, chosen, deterministic, generator)
+        return ChoiceScores(self.proj(acting), inputs.legal)
 
 
 class SelectEntityHead(nn.Module):
@@ -133,6 +152,13 @@ class SelectEntityHead(nn.Module):
     ) -> HeadOutput:
         if layout.actor_flat.shape[0] == 0:
             return no_actors(x.device)
+        scores = self.scores(x, layout)
+        return masked_categorical(scores.scores, scores.legal, chosen, deterministic, generator)
+
+    def scores(self, x: torch.Tensor, layout: SelectLayout) -> ChoiceScores:
+        """Every candidate's logit, per actor (``(actors, max_actees)``, padding illegal)."""
+        if layout.actor_flat.shape[0] == 0:
+            return ChoiceScores(x.new_zeros((0, layout.max_actees)), layout.legal)
         queries = self.query(x.index_select(0, layout.actor_flat))
         scores = select_logits(
             x,
@@ -143,7 +169,7 @@ class SelectEntityHead(nn.Module):
             (queries.shape[0], layout.max_actees),
             self.d_qk**-0.5,
         )
-        return masked_categorical(scores, layout.legal, chosen, deterministic, generator)
+        return ChoiceScores(scores, layout.legal)
 
 
 class ValueHead(nn.Module):

@@ -19,7 +19,7 @@ from entityrl.env.actions import kind_of
 from entityrl.env.spaces import ActionSpace, ObsSpace
 from entityrl.env.vec_obs import VecObs
 from entityrl.nn.embedding import EntityEmbedding, TranslationConfig
-from entityrl.nn.heads import HeadOutput, ValueHead, head_for
+from entityrl.nn.heads import ChoiceScores, HeadOutput, ValueHead, head_for
 from entityrl.nn.input_norm import Combine
 from entityrl.nn.inputs import EntityInputs
 from entityrl.nn.kernels import max_head_dim
@@ -354,6 +354,24 @@ class RogueNet(nn.Module):
         state = None if state is None else state.to(self.device)
         x, _ = self._remember(x, batch.layout, state, None)
         return self.value_head(row_mean(x, batch.layout)).cpu()
+
+    def choice_scores(
+        self, obs: VecObs, state: torch.Tensor | None = None
+    ) -> dict[str, ChoiceScores]:
+        """Per discrete action, every choice's score for every actor (with gradients, on the
+        network's device): the policy's logits, or the Q-values of a value-based method that
+        trains the heads as such. ``state`` as for :meth:`act`. Continuous actions have no
+        choices and are left out."""
+        batch = self.prepare(obs).to(self.device)
+        x = self.encoder(batch, attention_context(batch.layout))
+        state = None if state is None else state.to(self.device)
+        x, _ = self._remember(x, batch.layout, state, None)
+        scores: dict[str, ChoiceScores] = {}
+        for name in self.action_space:
+            head = self.heads[_key(name)]
+            if hasattr(head, "scores"):
+                scores[name] = head.scores(x, batch.heads[name])
+        return scores
 
     def embed(self, obs: VecObs) -> torch.Tensor:
         """Each row's pooled embedding (rows, d_model) from the value's encoder, with

@@ -370,11 +370,24 @@ def from_layers(
     except OmegaConfBaseException as err:
         raise ConfigError(_explain(err, schema)) from None
     except (ValueError, TypeError) as err:
-        raise ConfigError(str(err)) from None
+        raise ConfigError(_in_section(str(err), schema)) from None
     assert isinstance(config, TrainConfig)
     if check_env:
         _check_env(config)
     return config
+
+
+def _in_section(message: str, schema: type[TrainConfig]) -> str:
+    """A settings check's message naming its key as the user writes it: an algorithm's own
+    ``Settings`` cannot know the section they are under (``buffer_size`` ->
+    ``sumdqn.buffer_size``)."""
+    if schema is TrainConfig:
+        return message
+    section = next(f for f in dataclasses.fields(schema) if f.name not in _fields_at("")).name
+    first = message.split(" ", 1)[0]
+    if first in _fields_at(section, schema):
+        return f"{section}.{message}"
+    return message
 
 
 def _read_yaml(path: Path) -> Any:
@@ -462,7 +475,16 @@ def from_dict(
 
 # ---------------------------------------------------------------------------- help text
 def field_docs(cls: type) -> dict[str, str]:
-    """The docstring written under each field of a dataclass."""
+    """The docstring written under each field of a dataclass (or of the dataclass it extends)."""
+    docs: dict[str, str] = {}
+    for owner in reversed(cls.__mro__):
+        if dataclasses.is_dataclass(owner):
+            docs.update(_own_field_docs(owner))
+    return docs
+
+
+def _own_field_docs(cls: type) -> dict[str, str]:
+    """The docstrings written under the fields a class's own body declares."""
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
     except (OSError, TypeError):

@@ -11,25 +11,22 @@ Subclasses change where the task's rewards come from (:class:`~.gail.GAIL`).
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import torch
 
-from entityrl.algorithms.base import Algorithm, Context, Iteration
+from entityrl.algorithms.base import Context
 from entityrl.algorithms.common.reward_scale import RewardScaler
 from entityrl.algorithms.common.rollout import Rollout
+from entityrl.algorithms.on_policy import OnPolicyAlgorithm
 from entityrl.algorithms.ppo.loss import PPOConfig, ppo_update
 from entityrl.algorithms.rnd import RND
-from entityrl.env.vec_obs import VecObs
 from entityrl.training.demonstrations import DemonstrationLoss
 from entityrl.training.finite import check_update
-from entityrl.training.sampler import Sampler, make_sampler
 
 
-class PPO(Algorithm):
+class PPO(OnPolicyAlgorithm):
     """Proximal policy optimization on rollouts of the environments."""
 
     name = "ppo"
@@ -38,7 +35,6 @@ class PPO(Algorithm):
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         config = ctx.config
-        self.sampler = self.make_sampler()
         num_envs = self.sampler.num_rows
         self.reward_scaler = (
             RewardScaler(num_envs, config.ppo.gamma) if config.ppo.norm_reward else None
@@ -51,16 +47,9 @@ class PPO(Algorithm):
         self.demonstrations = (
             DemonstrationLoss(config.bc, ctx.env, config.seed) if config.bc.strength else None
         )
-        self.saved_memory: torch.Tensor | None = None  # see load_state_dict
-
-    def make_sampler(self) -> Sampler:
-        """Where the rollouts come from."""
-        ctx = self.ctx
-        return make_sampler(ctx.env, ctx.net, ctx.config.rollout.steps, ctx.rng, ctx.generator)
 
     def begin(self, resumed: bool, pretrained: bool) -> None:
-        if not resumed and not pretrained:
-            self.ctx.net.update_normalizers(self.sampler.obs, self.ctx.combine)
+        super().begin(resumed, pretrained)
         if not resumed and self.rnd is not None:
             self.rnd.model.update_normalizers(self.sampler.obs, self.ctx.combine)
 
@@ -104,11 +93,8 @@ class PPO(Algorithm):
             metrics["loss/rnd_intrinsic"] = self.rnd.last_mean
         return metrics
 
-    def iterate(self, step: int, lr: float) -> Iteration:
+    def learn(self, rollout: Rollout, step: int, lr: float) -> dict[str, float]:
         ctx, cfg = self.ctx, self.ctx.config
-        started = time.perf_counter()
-        rollout = self.sampler.collect()
-        collected = time.perf_counter()
         self.estimate(rollout)
         ent_coef = self.entropy_coef(step)
         stats = ppo_update(
@@ -117,9 +103,6 @@ class PPO(Algorithm):
         check_update(stats, ctx.net, step)
         metrics = {f"loss/{k}": v for k, v in stats.items()}
         metrics.update(self.learn_more(rollout, step, lr))
-        # Statistics change only between iterations, so the log-probabilities stored during a
-        # rollout match what the update recomputes.
-        ctx.net.update_normalizers(rollout.obs, ctx.combine)
         variance = float(np.var(rollout.returns))
         metrics["loss/explained_variance"] = (
             1.0 - float(np.var(rollout.returns - rollout.values)) / variance
@@ -127,30 +110,19 @@ class PPO(Algorithm):
             else 0.0
         )
         metrics["schedule/ent_coef"] = ent_coef
-        metrics["perf/rollout_seconds"] = collected - started
-        metrics["perf/update_seconds"] = time.perf_counter() - collected
-        return Iteration(rollout.num_rows, metrics, rollout.metrics)
-
-    def restore_environments(self, obs: VecObs) -> None:
-        self.sampler.obs = obs
-        # The environments continue their episodes: so does the policy's memory.
-        self.sampler.state = self.saved_memory
+        return metrics
 
     def state_dict(self) -> dict[str, Any]:
-        state: dict[str, Any] = {}
+        state = super().state_dict()
         if self.reward_scaler is not None:
             state["reward_scale"] = self.reward_scaler.state_dict()
         if self.rnd is not None:
             state["rnd"] = self.rnd.state_dict()
-        if self.sampler.state is not None:
-            state["memory"] = self.sampler.state
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
         if self.reward_scaler is not None:
             self.reward_scaler.load_state_dict(state["reward_scale"])
         if self.rnd is not None:
             self.rnd.load_state_dict(state["rnd"])
-        # Used once the environments are back where they were (restore_environments); if
-        # they cannot be, they start new episodes, and the memory too.
-        self.saved_memory = state.get("memory")
