@@ -126,9 +126,7 @@ class OffPolicyAlgorithm(Algorithm):
         metrics["replay/transitions"] = float(len(self.replay))
         metrics["perf/rollout_seconds"] = collected - started
         metrics["perf/update_seconds"] = time.perf_counter() - collected
-        return Iteration(
-            samples, metrics, {key: np.concatenate(v) for key, v in episodes.items()}
-        )
+        return Iteration(samples, metrics, {key: np.concatenate(v) for key, v in episodes.items()})
 
     def restore_environments(self, obs: VecObs) -> None:
         self.obs = obs

@@ -18,7 +18,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         description=(
             "Load the agent of a checkpoint (a checkpoint.pt file or the run directory holding "
             "it) and write its policy (input normalization, transformer, action and value heads) "
-            "as one ONNX model that decides for one observation. Run it with "
+            "as one ONNX model that decides for one observation (with net.memory, it also "
+            "takes the recurrent state and returns the next one). Run it with "
             "entityrl.inference (numpy + onnxruntime), or in the browser page of web/. "
             "Needs the 'export' extra: pip install 'entityrl[export]'."
         ),

@@ -19,10 +19,10 @@ import torch
 from torch import nn
 from torch.nn import functional
 
-from entityrl.env.spaces import GlobalCategoricalActionSpace, SelectEntityActionSpace
 from entityrl.inference import signature
 from entityrl.nn.embedding import EntityEmbedding, Translation, _Constant, _module_key
 from entityrl.nn.heads import CategoricalHead, SelectEntityHead
+from entityrl.nn.recurrent import RowMemory
 from entityrl.nn.relpos import RelativePositions
 from entityrl.nn.rogue_net import Encoder, RogueNet, _key
 from entityrl.nn.transformer import Block, RaggedAttention, RowPooling
@@ -35,45 +35,45 @@ class ExportError(ValueError):
 class OneObservationPolicy(nn.Module):
     """Action probabilities and value of one observation (see
     :mod:`entityrl.inference.signature` for the inputs and outputs, in :attr:`input_names`
-    order)."""
+    order). With ``net.memory`` the state before the observation is the last input and the
+    state after it the last output."""
 
     def __init__(self, net: RogueNet) -> None:
         super().__init__()
         if next(net.parameters()).dtype != torch.float32:
             raise ExportError("the network must have float32 parameters to be exported")
-        for name, space in net.action_space.items():
-            if not isinstance(space, signature.EXPORTED_SPACES):
-                raise ExportError(
-                    f"action {name!r} is a {type(space).__name__}: the ONNX format "
-                    f"({signature.FORMAT}) holds "
-                    + ", ".join(s.__name__ for s in signature.EXPORTED_SPACES)
-                    + " actions only, not continuous ones yet"
-                )
-        if net.memory is not None:
-            # The model's interface is one observation in, actions out; a state would be a
-            # second input and output that the runtime and the web page do not carry yet.
-            raise ExportError(
-                "a network with net.memory (a recurrent state per environment) cannot be "
-                "exported yet: export takes memoryless policies (net.memory=false)"
-            )
+        try:
+            self.layouts = {
+                name: signature.action_layout(name, space)
+                for name, space in net.action_space.items()
+            }
+        except signature.UnsupportedActionError as err:
+            raise ExportError(str(err)) from None
         self.net = net.eval()
+        self.state_size = None if net.memory is None else net.memory.size
         self.input_names = [
-            spec.name for spec in signature.input_specs(net.obs_space, net.action_space)
+            spec.name
+            for spec in signature.input_specs(net.obs_space, net.action_space, self.state_size)
         ]
-        self.output_names = [spec.name for spec in signature.output_specs(net.action_space)]
+        self.output_names = [
+            spec.name for spec in signature.output_specs(net.action_space, self.state_size)
+        ]
 
     def forward(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
         inputs = dict(zip(self.input_names, tensors, strict=True))
         net = self.net
         x = _encode(net.encoder, inputs)
+        next_state = None
+        if net.memory is not None:
+            x, next_state = _remember(net.memory, x, inputs[signature.STATE])
         outputs = []
-        for name, space in net.action_space.items():
+        for name, layout in self.layouts.items():
             head = net.heads[_key(name)]
             mask = inputs[signature.mask_input(name)]
-            if isinstance(space, GlobalCategoricalActionSpace):
+            if layout is signature.Layout.GLOBAL:
                 assert isinstance(head, CategoricalHead)
                 logits = head.proj(x[-1:])  # the global token, last entity
-            elif isinstance(space, SelectEntityActionSpace):
+            elif layout is signature.Layout.CANDIDATES:
                 assert isinstance(head, SelectEntityHead)
                 actors = x.index_select(0, inputs[signature.actors_input(name)])
                 candidates = x.index_select(0, inputs[signature.actees_input(name)])
@@ -84,13 +84,25 @@ class OneObservationPolicy(nn.Module):
                 assert isinstance(head, CategoricalHead)
                 logits = head.proj(x.index_select(0, inputs[signature.actors_input(name)]))
             logits = logits.masked_fill(~mask, float("-inf"))
-            if isinstance(space, SelectEntityActionSpace):  # may have no candidates
+            if layout is signature.Layout.CANDIDATES:  # may have no candidates
                 outputs.append(_softmax_of_any_width(logits))
             else:
                 outputs.append(torch.softmax(logits, dim=-1))
         value_x = x if net.value_encoder is None else _encode(net.value_encoder, inputs)
         outputs.append(net.value_head.proj(_mean(value_x)).reshape(1))
+        if next_state is not None:
+            outputs.append(next_state)
         return tuple(outputs)
+
+
+def _remember(
+    memory: RowMemory, x: torch.Tensor, state: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """As :meth:`RogueNet._remember` for one row: the row's GRU cell advances ``state``
+    (size,) from the mean embedding, and the new state, projected, joins every entity's
+    embedding. Returns the embeddings and the new state."""
+    new_state = memory.step(_mean(x)[None], state[None])[0]
+    return x + memory.proj(new_state), new_state
 
 
 @dataclass

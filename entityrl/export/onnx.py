@@ -43,11 +43,11 @@ def example_inputs(policy: OneObservationPolicy) -> tuple[torch.Tensor, ...]:
     counts = {name: 2 for name in net.entity_names}
     total = sum(counts.values())
     tensors = []
-    for spec in signature.input_specs(net.obs_space, net.action_space):
+    for spec in signature.input_specs(net.obs_space, net.action_space, policy.state_size):
         kind, _, name = spec.name.partition("/")
         if kind == "features":
             tensors.append(torch.rand(counts[name], int(spec.shape[1])))
-        elif spec.name == signature.GLOBAL_FEATURES:
+        elif spec.name in (signature.GLOBAL_FEATURES, signature.STATE):
             tensors.append(torch.rand(int(spec.shape[0])))
         elif spec.name == signature.VISIBLE:
             tensors.append(torch.ones(total, dtype=torch.bool))
@@ -76,8 +76,8 @@ def export_bytes(agent: Agent) -> bytes:
     import onnx
 
     policy = one_observation_policy(agent)
-    specs = signature.input_specs(agent.obs_space, agent.action_space)
-    outputs = signature.output_specs(agent.action_space)
+    specs = signature.input_specs(agent.obs_space, agent.action_space, policy.state_size)
+    outputs = signature.output_specs(agent.action_space, policy.state_size)
     dynamic = {
         spec.name: {axis: dim for axis, dim in enumerate(spec.shape) if isinstance(dim, str)}
         for spec in [*specs, *outputs]
@@ -109,6 +109,8 @@ def export_bytes(agent: Agent) -> bytes:
             {"id": agent.config.env.id, "kwargs": dict(agent.config.env.kwargs)}
         ),
     }
+    if policy.state_size is not None:
+        metadata[signature.STATE_KEY] = signature.state_metadata(policy.state_size)
     onnx.helper.set_model_props(model, metadata)
     model.doc_string = f"entityrl policy for {agent.config.env.id}, trained {agent.step:,} steps"
     return model.SerializeToString()

@@ -1,9 +1,10 @@
 """A light runtime for exported agents: numpy and onnxruntime, no torch, no training code.
 
 ``policy = load("agent.onnx")`` and ``policy.act(observation)`` returns the actions an
-environment takes (entities named by their ids). ``entityrl export RUN_DIR`` writes the
-model; :func:`load` also takes a run directory or checkpoint directly when torch is installed.
-See docs/deploy.md.
+environment takes (entities named by their ids). A policy with memory carries each episode's
+state from one call to the next: ``policy.reset()`` (or ``new_episode=True``) when an episode
+starts. ``entityrl export RUN_DIR`` writes the model; :func:`load` also takes a run directory
+or checkpoint directly when torch is installed. See docs/deploy.md.
 """
 
 from __future__ import annotations

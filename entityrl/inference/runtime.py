@@ -3,7 +3,8 @@
 numpy and onnxruntime only: no torch, no training code. The observation is turned into the
 model's inputs by the same :class:`~entityrl.env.Batcher` the trainer's environments use, and
 the chosen indices back into actions naming entity ids, so the policy sees exactly what it was
-trained on.
+trained on. A policy with memory (``net.memory``) carries each episode's state from one call to
+the next, as the trained agent does.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import numpy.typing as npt
 from entityrl.env.batching import Batcher
 from entityrl.env.observation import Action, Observation
 from entityrl.env.space_data import spaces_from_data
-from entityrl.env.spaces import ActionSpace, GlobalCategoricalActionSpace
+from entityrl.env.spaces import ActionSpace
 from entityrl.env.validator import validate_observation
 from entityrl.env.vec_obs import VecCategoricalMask, VecObs, VecSelectEntityMask
 from entityrl.inference import signature
@@ -46,6 +47,13 @@ class OnnxPolicy:
 
     :meth:`act` samples each actor's action from the policy with the policy's own random
     generator (:meth:`seed`), or with ``deterministic`` takes the most probable one.
+
+    A policy with memory (:attr:`state_size` not None) keeps, after every :meth:`decide`,
+    :meth:`act` or :meth:`act_batch`, the state of each episode it decided for (:attr:`state`,
+    one row per observation of the call) and starts the next call of as many observations
+    from it: every call is one step of the same episodes, in the same order. An episode starts
+    from zeros: the first call, every call after :meth:`reset`, and the observations flagged
+    ``new_episode``. A policy without memory ignores all of this.
     """
 
     def __init__(
@@ -82,6 +90,12 @@ class OnnxPolicy:
                 f"{meta.get(signature.FORMAT_KEY)!r}); export one with `entityrl export RUN_DIR`"
             )
         self.obs_space, self.action_space = spaces_from_data(json.loads(meta[signature.SPACES_KEY]))
+        try:
+            for name, space in self.action_space.items():
+                signature.action_layout(name, space)
+            self.state_size = signature.state_size(meta)
+        except ValueError as err:
+            raise PolicyFileError(f"{where}: {err}") from None
         self.env: dict[str, Any] = json.loads(meta.get(signature.ENV_KEY, "{}"))
         self.version = meta.get(signature.VERSION_KEY, "")
         self.deterministic = deterministic
@@ -89,28 +103,51 @@ class OnnxPolicy:
         self.batcher = Batcher(self.obs_space, self.action_space)
         self.input_names = {i.name for i in self.session.get_inputs()}
         self.output_names = [o.name for o in self.session.get_outputs()]
+        if self.state_size is not None and not (
+            signature.STATE in self.input_names and signature.NEXT_STATE in self.output_names
+        ):
+            raise PolicyFileError(
+                f"{where}: its metadata declares a state ({signature.STATE_KEY}), but the model "
+                f"lacks the input {signature.STATE!r} or the output {signature.NEXT_STATE!r} "
+                f"(inputs {sorted(self.input_names)}, outputs {self.output_names})"
+            )
+        self.state: npt.NDArray[np.float32] | None = None
+        """With memory: per episode of the last call, the state to continue it from (None:
+        every episode starts afresh)."""
         self.seed(seed)
 
     def seed(self, seed: int | None) -> None:
         """Make sampled actions reproducible (None: seed from the operating system)."""
         self.rng = np.random.default_rng(seed)
 
-    # ------------------------------------------------------------------ one observation
-    def decide(self, obs: Observation) -> Decision:
-        """The action probabilities and value of ``obs``."""
-        return self._decide_rows(self._batch([obs]), 0)
+    def reset(self) -> None:
+        """Forget every episode's state (memory): the next call starts new episodes."""
+        self.state = None
 
-    def act(self, obs: Observation) -> dict[str, Action]:
-        """One action per actor, for every action the observation offers."""
-        return self.act_batch([obs])[0]
+    # ------------------------------------------------------------------ one observation
+    def decide(self, obs: Observation, *, new_episode: bool = False) -> Decision:
+        """The action probabilities and value of ``obs``; ``new_episode``: ``obs`` is the
+        first observation of an episode (with memory: start it from zeros)."""
+        return self._decide_all(self._batch([obs]), new_episode)[0]
+
+    def act(self, obs: Observation, *, new_episode: bool = False) -> dict[str, Action]:
+        """One action per actor, for every action the observation offers (``new_episode``
+        as for :meth:`decide`)."""
+        return self.act_batch([obs], new_episode=new_episode)[0]
 
     # ------------------------------------------------------------------ many observations
-    def act_batch(self, observations: Sequence[Observation]) -> list[dict[str, Action]]:
-        """:meth:`act` for each observation (batched conversions, one model call each)."""
+    def act_batch(
+        self,
+        observations: Sequence[Observation],
+        *,
+        new_episode: bool | Sequence[bool] | npt.NDArray[np.bool_] = False,
+    ) -> list[dict[str, Action]]:
+        """:meth:`act` for each observation (batched conversions, one model call each), each
+        of its own episode; ``new_episode``: one flag for all, or one per observation."""
         batch = self._batch(observations)
         chosen: dict[str, list[npt.NDArray[np.int64]]] = {n: [] for n in self.action_space}
-        for row in range(len(observations)):
-            for name, probs in self._decide_rows(batch, row).probs.items():
+        for decision in self._decide_all(batch, new_episode):
+            for name, probs in decision.probs.items():
                 chosen[name].append(self._choose(probs))
         ragged = {
             name: RaggedArray(
@@ -127,20 +164,65 @@ class OnnxPolicy:
                 validate_observation(obs, self.obs_space, self.action_space, "observation")
         return self.batcher.batch(observations)
 
-    def _decide_rows(self, batch: VecObs, row: int) -> Decision:
-        feeds = model_inputs(batch, row, self.action_space)
-        outputs = self.session.run(
-            self.output_names, {k: v for k, v in feeds.items() if k in self.input_names}
-        )
-        named = dict(zip(self.output_names, outputs, strict=True))
-        # A global action the observation does not offer still gets its row: drop it.
-        return Decision(
-            {
-                name: named[signature.probs_output(name)][: mask.actors.lengths[row]]
-                for name, mask in batch.action_masks.items()
-            },
-            float(named[signature.VALUE][0]),
-        )
+    def _decide_all(
+        self, batch: VecObs, new_episode: bool | Sequence[bool] | npt.NDArray[np.bool_]
+    ) -> list[Decision]:
+        """The decision of every row, each from its episode's state; keeps the new states."""
+        states = self._states_before(batch.num_rows, new_episode)
+        decisions = []
+        next_states = []
+        for row in range(batch.num_rows):
+            feeds = model_inputs(batch, row, self.action_space)
+            if states is not None:
+                feeds[signature.STATE] = states[row]
+            outputs = self.session.run(
+                self.output_names, {k: v for k, v in feeds.items() if k in self.input_names}
+            )
+            named = dict(zip(self.output_names, outputs, strict=True))
+            # A global action the observation does not offer still gets its row: drop it.
+            decisions.append(
+                Decision(
+                    {
+                        name: named[signature.probs_output(name)][: mask.actors.lengths[row]]
+                        for name, mask in batch.action_masks.items()
+                    },
+                    float(named[signature.VALUE][0]),
+                )
+            )
+            if states is not None:
+                next_states.append(named[signature.NEXT_STATE])
+        # Kept only once every row has run, so that a failing call leaves the states as they
+        # were (and so does a call without observations: it is no step of any episode).
+        if next_states:
+            self.state = np.stack(next_states)
+        return decisions
+
+    def _states_before(
+        self, rows: int, new_episode: bool | Sequence[bool] | npt.NDArray[np.bool_]
+    ) -> npt.NDArray[np.float32] | None:
+        """Each row's state before this call (None without memory): the carried one, or zeros
+        where its episode starts."""
+        fresh = np.asarray(new_episode, dtype=np.bool_)
+        if fresh.ndim == 0:
+            fresh = np.full(rows, bool(fresh))
+        elif fresh.shape != (rows,):
+            raise ValueError(
+                f"new_episode: expected one flag, or one per observation ({rows}), got "
+                f"{fresh.size} flags of shape {fresh.shape}"
+            )
+        if self.state_size is None:
+            return None
+        zeros = np.zeros((rows, self.state_size), np.float32)
+        if self.state is None or fresh.all():
+            return zeros
+        if self.state.shape[0] != rows:
+            raise ValueError(
+                f"{rows} observation(s) given, but the policy carries the states of "
+                f"{self.state.shape[0]} episode(s) from its last call; expected one observation "
+                "per episode, in the same order, or new episodes: call reset() or pass "
+                "new_episode=True"
+            )
+        return np.where(fresh[:, None], zeros, self.state)
 
     def _choose(self, probs: npt.NDArray[np.float32]) -> npt.NDArray[np.int64]:
         """Each row's most probable index, or one drawn from it."""
@@ -176,7 +258,9 @@ def model_inputs(
     for name, space in action_space.items():
         mask = batch.action_masks[name]
         actors = _row(mask.actors, row)[:, 0]
-        if isinstance(mask, VecSelectEntityMask):
+        layout = signature.action_layout(name, space)
+        if layout is signature.Layout.CANDIDATES:
+            assert isinstance(mask, VecSelectEntityMask)  # the batched mask of that kind
             actees = _row(mask.actees, row)[:, 0]
             shape = (actors.shape[0], actees.shape[0])
             legal = np.ones(shape, np.bool_) if mask.mask is None else _row(mask.mask, row)
@@ -184,10 +268,10 @@ def model_inputs(
             feeds[signature.actees_input(name)] = actees
             feeds[signature.mask_input(name)] = legal.reshape(shape)
             continue
-        assert isinstance(mask, VecCategoricalMask)
-        shape = (actors.shape[0], len(space))  # type: ignore[arg-type]
+        assert isinstance(mask, VecCategoricalMask)  # the batched mask of both choice kinds
+        shape = (actors.shape[0], signature.choices(space))
         legal = np.ones(shape, np.bool_) if mask.mask is None else _row(mask.mask, row)
-        if isinstance(space, GlobalCategoricalActionSpace):
+        if layout is signature.Layout.GLOBAL:
             # The model decides for the whole observation whether or not it is asked to.
             feeds[signature.mask_input(name)] = (
                 legal if shape[0] else np.ones((1, shape[1]), np.bool_)

@@ -17,6 +17,11 @@ Outputs: ``probs/A`` float32 ``(actors, choices or actees)`` per action, illegal
 exactly 0, and ``value`` float32 ``(1,)``. Inputs the network does not read (``visible``
 without attention, say) are left out of the model; feed only those the model lists.
 
+A policy with memory (``net.memory``) also takes ``state``, float32 ``(size,)``: its state
+before this observation, zeros for the first observation of an episode; and gives
+``next_state``, the state to feed with the episode's next observation. Its metadata says so
+under :data:`STATE_KEY` (:func:`state_metadata`); models without it have neither.
+
 The model's ``metadata_props`` carry :data:`FORMAT_KEY`, the spaces as JSON
 (:func:`~entityrl.env.spaces.spaces_to_data`), the entityrl version and the training run's
 environment, so a consumer can check the inputs it builds.
@@ -26,9 +31,12 @@ This module is shared by the exporter and the runtime, and so imports neither to
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import Enum
 
+from entityrl.env.actions import kind_of
 from entityrl.env.spaces import (
     ActionSpace,
     CategoricalActionSpace,
@@ -37,7 +45,27 @@ from entityrl.env.spaces import (
     SelectEntityActionSpace,
 )
 
-EXPORTED_SPACES = (CategoricalActionSpace, GlobalCategoricalActionSpace, SelectEntityActionSpace)
+
+class Layout(Enum):
+    """How the format lays out one action's inputs and output (see above)."""
+
+    CHOICES = "choices"
+    """Per actor (``actors/A``), over the space's choices."""
+    GLOBAL = "global"
+    """Once for the whole observation (no actors input), over the space's choices."""
+    CANDIDATES = "candidates"
+    """Per actor, over candidate entities (``actees/A``)."""
+
+
+# The format's part of each kind of action, keyed by space class as the action-kind registry
+# (entityrl.env.actions) and the network's heads are: continuous kinds have no layout yet.
+_LAYOUTS: dict[type, Layout] = {
+    CategoricalActionSpace: Layout.CHOICES,
+    GlobalCategoricalActionSpace: Layout.GLOBAL,
+    SelectEntityActionSpace: Layout.CANDIDATES,
+}
+
+EXPORTED_SPACES = tuple(_LAYOUTS)
 """The action spaces a model of this format answers (continuous actions are not in it yet)."""
 
 FORMAT = "entityrl-policy/1"
@@ -47,10 +75,42 @@ FORMAT_KEY = "entityrl.format"
 SPACES_KEY = "entityrl.spaces"
 VERSION_KEY = "entityrl.version"
 ENV_KEY = "entityrl.env"
+STATE_KEY = "entityrl.state"
+"""Present only in models with a recurrent state: see :func:`state_metadata`."""
 
 GLOBAL_FEATURES = "global_features"
 VISIBLE = "visible"
 VALUE = "value"
+STATE = "state"
+NEXT_STATE = "next_state"
+
+INITIAL_STATE = "zeros"
+"""The state of an episode's first observation, as :data:`STATE_KEY` records it (RogueNet's
+``initial_state``: all zeros)."""
+
+
+class UnsupportedActionError(ValueError):
+    """An action of a kind this format does not hold."""
+
+
+def action_layout(name: str, space: ActionSpace) -> Layout:
+    """The layout of action ``name``, by its kind (:func:`~entityrl.env.actions.kind_of`, which
+    raises TypeError for anything but a registered action space); raises
+    :class:`UnsupportedActionError` naming the action for kinds the format does not hold."""
+    layout = _LAYOUTS.get(kind_of(space).space)
+    if layout is None:
+        raise UnsupportedActionError(
+            f"action {name!r} is a {type(space).__name__}: the ONNX format ({FORMAT}) holds "
+            + ", ".join(s.__name__ for s in EXPORTED_SPACES)
+            + " actions only, not continuous ones yet"
+        )
+    return layout
+
+
+def choices(space: ActionSpace) -> int:
+    """The number of choices of an action laid out over them (:attr:`Layout.CHOICES` or
+    :attr:`Layout.GLOBAL`)."""
+    return len(space)  # type: ignore[arg-type]  # the layout, not the type, says it has choices
 
 
 def features_input(entity_type: str) -> str:
@@ -73,6 +133,35 @@ def probs_output(action: str) -> str:
     return f"probs/{action}"
 
 
+def state_metadata(size: int) -> str:
+    """The value of :data:`STATE_KEY` for a state of ``size`` floats: JSON with the size and
+    the state a new episode starts from (:data:`INITIAL_STATE`)."""
+    return json.dumps({"size": size, "initial": INITIAL_STATE})
+
+
+def state_size(metadata: Mapping[str, str]) -> int | None:
+    """The size of the state a model's metadata declares (None: a model without state).
+    Raises ValueError naming what is wrong with a malformed declaration."""
+    text = metadata.get(STATE_KEY)
+    if text is None:
+        return None
+    try:
+        declared = json.loads(text)
+        size, initial = declared["size"], declared["initial"]
+    except (ValueError, TypeError, KeyError) as err:
+        raise ValueError(
+            f"metadata {STATE_KEY}: expected JSON with 'size' and 'initial', got {text!r} ({err!r})"
+        ) from None
+    if not isinstance(size, int) or isinstance(size, bool) or size < 1:
+        raise ValueError(f"metadata {STATE_KEY}: expected a positive integer size, got {size!r}")
+    if initial != INITIAL_STATE:
+        raise ValueError(
+            f"metadata {STATE_KEY}: expected initial {INITIAL_STATE!r} (the only initial state "
+            f"this entityrl knows), got {initial!r}"
+        )
+    return size
+
+
 @dataclass(frozen=True)
 class TensorSpec:
     """One input or output: its name, numpy dtype name and shape (str: a dynamic axis)."""
@@ -82,8 +171,11 @@ class TensorSpec:
     shape: tuple[int | str, ...]
 
 
-def input_specs(obs_space: ObsSpace, action_space: Mapping[str, ActionSpace]) -> list[TensorSpec]:
-    """Every input a model for these spaces may take, in the order the exporter passes them."""
+def input_specs(
+    obs_space: ObsSpace, action_space: Mapping[str, ActionSpace], state: int | None = None
+) -> list[TensorSpec]:
+    """Every input a model for these spaces (and a state of ``state`` floats, if not None) may
+    take, in the order the exporter passes them."""
     specs = [
         TensorSpec(features_input(name), "float32", (f"{name} entities", len(entity.features)))
         for name, entity in obs_space.entities.items()
@@ -93,29 +185,37 @@ def input_specs(obs_space: ObsSpace, action_space: Mapping[str, ActionSpace]) ->
     specs.append(TensorSpec(VISIBLE, "bool", ("entities",)))
     for name, space in action_space.items():
         actors, actees = f"{name} actors", f"{name} actees"
-        if isinstance(space, GlobalCategoricalActionSpace):
-            specs.append(TensorSpec(mask_input(name), "bool", (1, len(space))))
-        elif isinstance(space, CategoricalActionSpace):
+        layout = action_layout(name, space)
+        if layout is Layout.GLOBAL:
+            specs.append(TensorSpec(mask_input(name), "bool", (1, choices(space))))
+        elif layout is Layout.CHOICES:
             specs.append(TensorSpec(actors_input(name), "int64", (actors,)))
-            specs.append(TensorSpec(mask_input(name), "bool", (actors, len(space))))
+            specs.append(TensorSpec(mask_input(name), "bool", (actors, choices(space))))
         else:
-            assert isinstance(space, SelectEntityActionSpace)
             specs.append(TensorSpec(actors_input(name), "int64", (actors,)))
             specs.append(TensorSpec(actees_input(name), "int64", (actees,)))
             specs.append(TensorSpec(mask_input(name), "bool", (actors, actees)))
+    if state is not None:
+        specs.append(TensorSpec(STATE, "float32", (state,)))
     return specs
 
 
-def output_specs(action_space: Mapping[str, ActionSpace]) -> list[TensorSpec]:
-    """The model's outputs, in order: one probability table per action, then the value."""
+def output_specs(
+    action_space: Mapping[str, ActionSpace], state: int | None = None
+) -> list[TensorSpec]:
+    """The model's outputs, in order: one probability table per action, the value, then the
+    next state (with a state of ``state`` floats)."""
     specs = []
     for name, space in action_space.items():
-        if isinstance(space, GlobalCategoricalActionSpace):
-            shape: tuple[int | str, ...] = (1, len(space))
-        elif isinstance(space, CategoricalActionSpace):
-            shape = (f"{name} actors", len(space))
+        layout = action_layout(name, space)
+        if layout is Layout.GLOBAL:
+            shape: tuple[int | str, ...] = (1, choices(space))
+        elif layout is Layout.CHOICES:
+            shape = (f"{name} actors", choices(space))
         else:
             shape = (f"{name} actors", f"{name} actees")
         specs.append(TensorSpec(probs_output(name), "float32", shape))
     specs.append(TensorSpec(VALUE, "float32", (1,)))
+    if state is not None:
+        specs.append(TensorSpec(NEXT_STATE, "float32", (state,)))
     return specs

@@ -1,5 +1,6 @@
 """Helpers of the export and inference tests: untrained agents for any spaces, and the torch
-policy's action probabilities to compare exported models with."""
+policy's action probabilities (and, with memory, its next state) to compare exported models
+with."""
 
 from __future__ import annotations
 
@@ -41,9 +42,25 @@ def untrained_agent(
     return Agent(network, TrainConfig(env=EnvConfig(id=env_id)), seed=seed)
 
 
-def torch_decision(agent: Agent, obs: Observation) -> tuple[dict[str, np.ndarray], float]:
+def sharpened(agent: Agent, factor: float = 40.0) -> Agent:
+    """The agent with its action heads' weights scaled up by ``factor``: a policy far from
+    uniform, so that feeding the wrong input (an entity, a state) shows in its decisions, and
+    its most probable actions are far more probable than the next (float rounding cannot swap
+    them)."""
+    with torch.no_grad():
+        for name, param in agent.net.named_parameters():
+            if name.startswith("heads.") and name.endswith("weight"):
+                param.mul_(factor)
+    return agent
+
+
+def torch_decision(
+    agent: Agent, obs: Observation, state: torch.Tensor | None = None
+) -> tuple[dict[str, np.ndarray], float, torch.Tensor | None]:
     """The torch policy's probability of every choice of every actor (each scored as the
-    chosen action, one forward pass per choice index) and the value, for one observation."""
+    chosen action, one forward pass per choice index), the value, and with memory the state
+    after ``obs`` ((1, size); ``state`` is the one before it, None: a new episode), for one
+    observation."""
     net = agent.net
     batch = Batcher(net.obs_space, net.action_space).batch([obs])
     widths = {}
@@ -53,6 +70,7 @@ def torch_decision(agent: Agent, obs: Observation) -> tuple[dict[str, np.ndarray
     actors = {name: int(m.actors.lengths[0]) for name, m in batch.action_masks.items()}
     probs = {name: np.zeros((actors[name], widths[name]), np.float32) for name in widths}
     value = float("nan")
+    next_state = None
     with torch_path(), torch.no_grad():
         prepared = net.prepare(batch)
         for k in range(max([*widths.values(), 1])):
@@ -60,12 +78,12 @@ def torch_decision(agent: Agent, obs: Observation) -> tuple[dict[str, np.ndarray
                 name: torch.full((actors[name],), min(k, max(widths[name] - 1, 0)))
                 for name in widths
             }
-            out = net(prepared, chosen)
-            value = float(out.values[0])
+            out = net(prepared, chosen, state=state)
+            value, next_state = float(out.values[0]), out.state
             for name, head in out.heads.items():
                 if k < widths[name] and actors[name]:
                     probs[name][:, k] = head.logprob.exp().numpy()
-    return probs, value
+    return probs, value, next_state
 
 
 def mask_width(mask: object) -> int:

@@ -13,8 +13,8 @@ import onnx
 import pytest
 
 from entityrl.cli.main import main
-from entityrl.env import EnvValidationError, Observation
-from entityrl.envs import MineSweeper
+from entityrl.env import Batcher, EnvValidationError, Observation
+from entityrl.envs import MineSweeper, Recall
 from entityrl.inference import OnnxPolicy, PolicyFileError, load, signature
 from entityrl.training import load_agent, train
 
@@ -167,7 +167,8 @@ def test_export_reports_bad_arguments_in_one_line(tmp_path: Path, run_dir: Path,
     assert "is a directory" in capsys.readouterr().err
 
 
-BLOCKED_IMPORT = """
+# The start of the scripts below: a process in which importing torch or omegaconf fails.
+WITHOUT_TORCH = """
 import sys
 
 class Blocked:
@@ -177,7 +178,11 @@ class Blocked:
         return None
 
 sys.meta_path.insert(0, Blocked())
-from entityrl.env import CategoricalActionMask, Observation
+"""
+
+BLOCKED_IMPORT = (
+    WITHOUT_TORCH
+    + """from entityrl.env import CategoricalActionMask, Observation
 from entityrl.inference import load
 
 obs = Observation(
@@ -190,11 +195,216 @@ assert actions["Move"].actors == ["left", "right"], actions
 assert not [m for m in sys.modules if m.startswith(("torch", "entityrl.training", "entityrl.nn"))]
 print("ok")
 """
+)
 
 
-def test_the_runtime_imports_and_acts_without_torch(model: Path) -> None:
+def run_without_torch(script: str, model: Path) -> None:
+    """Run ``script`` (which prints "ok" when done) on ``model`` in a process where importing
+    torch or omegaconf fails."""
     done = subprocess.run(
-        [sys.executable, "-c", BLOCKED_IMPORT, str(model)], capture_output=True, text=True
+        [sys.executable, "-c", script, str(model)], capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+def test_the_runtime_imports_and_acts_without_torch(model: Path) -> None:
+    run_without_torch(BLOCKED_IMPORT, model)
+
+
+# ---------------------------------------------------------------------------- memory
+RECALL_DELAY = 3
+
+
+@pytest.fixture(scope="module")
+def memory_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A second of PPO on Recall with net.memory (a GRU state per environment)."""
+    directory = tmp_path_factory.mktemp("memory_run")
+    overrides = {
+        "env.kwargs": f"{{delay: {RECALL_DELAY}}}",
+        "net.memory": "true",
+        "rollout.num_envs": 4,
+        "rollout.steps": 8,
+        "total_timesteps": 64,
+        "net.d_model": 16,
+        "net.n_layer": 1,
+        "net.precision": "float32",
+        "ppo.update_epochs": 1,
+        "log.run_dir": directory,
+        "log.tensorboard": "false",
+        "log.progress": "false",
+        "torch_threads": 1,
+    }
+    train("Recall", overrides=[f"{key}={value}" for key, value in overrides.items()])
+    return directory
+
+
+@pytest.fixture(scope="module")
+def memory_model(memory_run: Path) -> Path:
+    assert main(["export", str(memory_run), "--out", str(memory_run / "memory.onnx")]) == 0
+    return memory_run / "memory.onnx"
+
+
+def recall_episodes(seeds: range) -> list[list[Observation]]:
+    """The observations a policy acts on in Recall episodes (not the final one), one episode
+    per seed; answers do not change them."""
+    env = Recall(delay=RECALL_DELAY)
+    episodes = []
+    for seed in seeds:
+        env.seed(seed)
+        obs = env.reset()
+        episode = []
+        while not obs.done:
+            episode.append(obs)
+            obs = env.act({})
+        episodes.append(episode)
+    return episodes
+
+
+def test_export_of_a_memory_run_declares_its_state(memory_model: Path) -> None:
+    props = {p.key: p.value for p in onnx.load(memory_model).metadata_props}
+    assert json.loads(props[signature.STATE_KEY]) == {"size": 16, "initial": "zeros"}
+    policy = load(memory_model)
+    assert policy.state_size == 16 and policy.state is None
+
+
+def test_the_runtime_carries_and_resets_the_state_as_the_trained_agent(
+    memory_run: Path, memory_model: Path
+) -> None:
+    """Episode after episode, the same actions and the same state after every step as the
+    torch agent, which carries its state and forgets it on reset(); the runtime is told of
+    new episodes by new_episode on odd episodes and by reset() on even ones."""
+    agent = load_agent(memory_run, deterministic=True)
+    policy = load(memory_model, deterministic=True)
+    batcher = Batcher(agent.obs_space, agent.action_space)
+    for e, episode in enumerate(recall_episodes(range(6))):
+        agent.reset()
+        if e % 2 == 0:
+            policy.reset()
+        for t, obs in enumerate(episode):
+            want = batcher.unbatch(agent.act(batcher.batch([obs])), [obs])
+            got = policy.act(obs, new_episode=e % 2 == 1 and t == 0)
+            assert plain([got]) == plain(want)
+            assert policy.state is not None and agent.state is not None
+            np.testing.assert_allclose(policy.state, agent.state.numpy(), atol=1e-5)
+
+
+def test_decide_and_act_are_steps_of_the_episode(memory_model: Path) -> None:
+    """Each call is the episode's next step: another policy deciding the same observations
+    decides and keeps the same states; new_episode starts over from the first step's state,
+    and a call without it goes on from the last state instead."""
+    episode = recall_episodes(range(1))[0]
+    policy = load(memory_model)
+    first = policy.decide(episode[0])
+    state = policy.state
+    second = policy.decide(episode[1])
+    fresh = load(memory_model)
+    assert fresh.decide(episode[0]).value == first.value
+    np.testing.assert_array_equal(fresh.state, state)
+    assert fresh.decide(episode[1]).value == second.value
+    restarted = policy.decide(episode[0], new_episode=True)
+    assert restarted.value == first.value
+    np.testing.assert_array_equal(policy.state, state)
+    # A state not reset is another state: the checks above can tell.
+    assert policy.decide(episode[0]).value != first.value
+
+
+def test_act_batch_carries_one_state_per_observation(memory_model: Path) -> None:
+    """Two rows of episodes, batched, the second row's episode ending first: row by row the
+    same actions and states as two policies each playing one row, with new_episode flagging
+    the row whose episode starts."""
+    a, b, c, d = recall_episodes(range(4))
+    calls = [
+        ([a[0], b[0]], [True, True]),
+        ([a[1], b[1]], False),
+        ([a[2], b[2]], [False, False]),
+        ([a[3], c[0]], [False, True]),
+        ([d[0], c[1]], [True, False]),
+    ]
+    batched = load(memory_model, deterministic=True)
+    alone = [load(memory_model, deterministic=True) for _ in range(2)]
+    for observations, new_episode in calls:
+        flags = np.broadcast_to(new_episode, (2,))
+        got = batched.act_batch(observations, new_episode=new_episode)
+        want = [
+            policy.act(obs, new_episode=bool(flag))
+            for policy, obs, flag in zip(alone, observations, flags, strict=True)
+        ]
+        assert plain(got) == plain(want)
+        np.testing.assert_array_equal(batched.state, np.concatenate([p.state for p in alone]))
+
+
+def test_episodes_that_do_not_continue_are_refused_naming_the_counts(memory_model: Path) -> None:
+    """A call of another number of observations continues no episode of the last call: it
+    must say they are new; a refused call keeps the states."""
+    a, b = recall_episodes(range(2))
+    policy = load(memory_model)
+    policy.act_batch([a[0], b[0]])
+    state = policy.state
+    with pytest.raises(
+        ValueError, match=r"1 observation\(s\) given, but the policy carries the states of 2"
+    ):
+        policy.act(a[1])
+    with pytest.raises(
+        ValueError, match=r"new_episode: expected one flag, or one per observation \(2\), got 3"
+    ):
+        policy.act_batch([a[1], b[1]], new_episode=[True, False, True])
+    np.testing.assert_array_equal(policy.state, state)
+    policy.act(a[0], new_episode=True)
+    assert policy.state is not None and policy.state.shape == (1, 16)
+    policy.reset()
+    policy.act_batch([a[0], b[0], a[0]])
+    assert policy.state is not None and policy.state.shape == (3, 16)
+
+
+def test_a_model_without_memory_carries_nothing(model: Path) -> None:
+    observations = episode_observations(3)
+    policy = load(model, deterministic=True)
+    assert policy.state_size is None
+    want = plain(policy.act_batch(observations))
+    assert plain(policy.act_batch(observations[:2], new_episode=[True, False])) == want[:2]
+    assert policy.state is None
+
+
+def test_a_state_declared_but_not_in_the_model_is_refused(tmp_path: Path, model: Path) -> None:
+    declared = onnx.load(model)
+    onnx.helper.set_model_props(
+        declared,
+        {
+            **{p.key: p.value for p in declared.metadata_props},
+            signature.STATE_KEY: signature.state_metadata(16),
+        },
+    )
+    path = tmp_path / "declared.onnx"
+    onnx.save(declared, path)
+    with pytest.raises(PolicyFileError, match=r"declares a state .* lacks the input 'state'"):
+        load(path)
+
+
+BLOCKED_MEMORY = (
+    WITHOUT_TORCH
+    + """from entityrl.env import CategoricalActionMask, Observation
+from entityrl.inference import load
+
+def recall(question, cue):
+    return Observation(
+        features={"Player": [[question]], "Cue": [[1.0, 0.0]] if cue else []},
+        actions={"answer": CategoricalActionMask(actor_types=["Player"])},
+    )
+
+policy = load(sys.argv[1], seed=0)
+for new_episode in (True, False):
+    policy.act(recall(0.0, True), new_episode=new_episode)
+    policy.act(recall(0.0, False))
+    policy.act(recall(1.0, False))
+assert policy.state.shape == (1, 16), policy.state
+policy.reset()
+assert policy.state is None
+assert not [m for m in sys.modules if m.startswith(("torch", "entityrl.training", "entityrl.nn"))]
+print("ok")
+"""
+)
+
+
+def test_the_runtime_carries_the_state_without_torch(memory_model: Path) -> None:
+    run_without_torch(BLOCKED_MEMORY, memory_model)

@@ -11,7 +11,6 @@ import torch
 from entityrl.env.vec_obs import VecObs
 from entityrl.envs import make, make_vec
 from entityrl.envs.recall import Recall
-from entityrl.export.one_observation import ExportError, OneObservationPolicy
 from entityrl.nn.rogue_net import RogueNet, RogueNetConfig
 from entityrl.training import Agent, evaluate, load_agent, load_config, make_eval_env, train
 from entityrl.training.config import ConfigError
@@ -120,10 +119,3 @@ def test_memory_learns_recall_and_no_memory_stays_at_chance(tmp_path: Path) -> N
 def test_settings_memory_cannot_train_with_are_refused(overrides: list[str], message: str) -> None:
     with pytest.raises((ConfigError, ValueError), match=message):
         load_config("Recall", overrides)
-
-
-def test_export_refuses_a_network_with_memory() -> None:
-    env = make_vec("Recall", 1)
-    net = RogueNet(env.obs_space, env.action_space, RogueNetConfig(d_model=16, memory=True))
-    with pytest.raises(ExportError, match=r"net\.memory"):
-        OneObservationPolicy(net)

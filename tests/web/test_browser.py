@@ -15,7 +15,7 @@ import pytest
 import torch
 from browser import browser_page, missing_requirements, serve
 from env.strategies import observations
-from export.torch_reference import untrained_agent
+from export.torch_reference import sharpened, untrained_agent
 from hypothesis import HealthCheck, given, settings
 
 from entityrl.env import (
@@ -30,10 +30,10 @@ from entityrl.env import (
     SelectEntityAction,
     SelectEntityActionSpace,
 )
-from entityrl.envs import CherryPick, MineSweeper, make_vec
+from entityrl.envs import CherryPick, MineSweeper, Recall, make_vec
 from entityrl.export import export_onnx
 from entityrl.export.replay import RecordingEnv, read_episodes
-from entityrl.inference import OnnxPolicy, load
+from entityrl.inference import Decision, OnnxPolicy, load
 from entityrl.training import evaluate
 
 pytestmark = pytest.mark.skipif(
@@ -49,6 +49,8 @@ MINESWEEPER = {
     "cooldown_period": 2,
     "max_steps": 30,
 }
+RECALL = {"delay": 3}
+MEMORY_WEIGHT = 10.0
 TOLERANCE = 1e-5
 EPISODES = 150  # of the evaluation in the page, and in Python
 
@@ -92,21 +94,12 @@ def actions_json(actions: Mapping[str, Action]) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------- fixtures
-def sharpened(agent):
-    """The agent with its action heads' weights scaled up: a policy far from uniform, so that
-    feeding the wrong entity to the wrong place shows in the decisions and returns."""
-    with torch.no_grad():
-        for name, param in agent.net.named_parameters():
-            if name.startswith("heads.") and name.endswith("weight"):
-                param.mul_(40.0)
-    return agent
-
-
 @pytest.fixture(scope="module")
 def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Per environment, an untrained agent (``<env>.onnx``; for comparing decisions) and the
     same with sharpened heads (``<env>_sharp.onnx``; for playing: its most probable actions
-    are far more probable than the next, so float rounding cannot swap them)."""
+    are far more probable than the next, so float rounding cannot swap them); with memory
+    (net.memory), sharpened: ``minesweeper_memory_sharp.onnx`` and ``recall_memory.onnx``."""
     directory = tmp_path_factory.mktemp("models")
     for name, env, kwargs in (
         ("cherry_pick", CherryPick(), {}),
@@ -116,6 +109,19 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
         agent.config.env.kwargs = kwargs
         export_onnx(agent, directory / f"{name}.onnx")
         export_onnx(sharpened(agent), directory / f"{name}_sharp.onnx")
+    for name, env, kwargs in (
+        ("minesweeper_memory_sharp", MineSweeper(**MINESWEEPER), MINESWEEPER),
+        ("recall_memory", Recall(**RECALL), RECALL),
+    ):
+        agent = untrained_agent(
+            env.obs_space(), env.action_space(), env_id=type(env).__name__, memory=True
+        )
+        agent.config.env.kwargs = kwargs
+        # The state weighs on every decision as much as the entities do, so that a state
+        # carried into the next episode changes what the agent does there.
+        with torch.no_grad():
+            agent.net.memory.proj.weight.mul_(MEMORY_WEIGHT)
+        export_onnx(sharpened(agent), directory / f"{name}.onnx")
     export_onnx(untrained_agent(*EVERY_KIND), directory / "every_kind.onnx")
     return directory
 
@@ -148,7 +154,11 @@ def page(site: str) -> Iterator[Any]:
 
 
 def use(page: Any, model: str) -> None:
+    """Load ``model`` in the page, unless it is the one loaded last."""
+    if page.evaluate("() => window.entityrl.current") == model:
+        return
     page.evaluate("(url) => window.entityrl.usePolicy(url, url)", f"/files/{model}")
+    page.evaluate("(model) => { window.entityrl.current = model; }", model)
 
 
 def artifacts(tmp_path: Path) -> Path:
@@ -159,21 +169,25 @@ def artifacts(tmp_path: Path) -> Path:
 
 
 # ---------------------------------------------------------------------------- decisions
-def assert_page_decides_as_python(page: Any, policy: OnnxPolicy, obs: Observation) -> None:
+def assert_page_decides_as_python(
+    page: Any, policy: OnnxPolicy, obs: Observation, new_episode: bool = False
+) -> Decision:
+    """The page's decision equals the Python runtime's, which is returned."""
     got = page.evaluate(
-        """async (obs) => {
-            const d = await window.entityrl.decide(obs);
+        """async ([obs, newEpisode]) => {
+            const d = await window.entityrl.decide(obs, { newEpisode });
             const probs = {};
             for (const [name, a] of Object.entries(d.actions)) probs[name] = a.probs.map((r) => Array.from(r));
             return { probs, value: d.value };
         }""",
-        observation_json(obs),
+        [observation_json(obs), new_episode],
     )
-    want = policy.decide(obs)
+    want = policy.decide(obs, new_episode=new_episode)
     assert got["value"] == pytest.approx(want.value, abs=TOLERANCE)
     for name, probs in want.probs.items():
         page_probs = np.array(got["probs"][name], dtype=np.float32).reshape(probs.shape)
         np.testing.assert_allclose(page_probs, probs, atol=TOLERANCE, rtol=0)
+    return want
 
 
 def test_the_page_decides_as_onnxruntime_in_python_on_environment_observations(
@@ -200,10 +214,26 @@ def test_the_page_decides_as_onnxruntime_in_python_on_random_observations(
     page, models, obs
 ) -> None:
     """Every kind of action, ids and types naming actors, hidden entities, global features."""
-    if page.evaluate("() => window.entityrl.current") != "every_kind.onnx":
-        use(page, "every_kind.onnx")
-        page.evaluate("() => { window.entityrl.current = 'every_kind.onnx'; }")
+    use(page, "every_kind.onnx")
     assert_page_decides_as_python(page, load(models / "every_kind.onnx"), obs)
+
+
+def test_the_page_carries_a_memory_models_state_as_python_does(page, models) -> None:
+    """Recall episodes one after another, each starting anew (newEpisode): the page feeds the
+    state and carries the next one as the Python runtime does. Its delay steps look alike, so
+    only the state tells their decisions apart."""
+    use(page, "recall_memory.onnx")
+    policy = load(models / "recall_memory.onnx")
+    env = Recall(**RECALL)
+    for seed in range(4):
+        env.seed(seed)
+        obs = env.reset()
+        values = []
+        for step in range(RECALL["delay"] + 1):
+            decision = assert_page_decides_as_python(page, policy, obs, new_episode=step == 0)
+            values.append(decision.value)
+            obs = env.act({})
+        assert len(set(values[1:])) > 1, "the state does not change the decisions"
 
 
 # ---------------------------------------------------------------------------- rules
@@ -226,6 +256,13 @@ def compare_rules(page: Any, env_json: dict, state: dict, python_obs: list, acti
                 rows,
                 atol=1e-6,
             )
+
+
+def minesweeper_state(env: MineSweeper) -> dict[str, Any]:
+    """The state the page's MineSweeper rules start from (setState)."""
+    return to_json(
+        {"mines": env.mines, "robots": env.robots, "cooldown": env.cooldown, "orbital_cannon": True}
+    )
 
 
 def test_the_pages_cherry_pick_rules_match_python(page) -> None:
@@ -260,14 +297,7 @@ def test_the_pages_minesweeper_rules_match_python(page) -> None:
         env.seed(seed)
         obs = env.reset()
         python_obs = [observation_json(obs)]
-        state = to_json(
-            {
-                "mines": env.mines,
-                "robots": env.robots,
-                "cooldown": env.cooldown,
-                "orbital_cannon": True,
-            }
-        )
+        state = minesweeper_state(env)
         actions = []
         while not obs.done:
             robots = obs.entity_ids("Robot")
@@ -293,11 +323,12 @@ def test_the_pages_minesweeper_rules_match_python(page) -> None:
 
 # ---------------------------------------------------------------------------- playing
 def python_returns(policy: OnnxPolicy, env: Any, seeds: range) -> list[float]:
-    """The return of an episode from each seed's reset."""
+    """The return of an episode from each seed's reset (with memory, from zeros)."""
     returns = []
     for seed in seeds:
         env.seed(seed)
         obs = env.reset()
+        policy.reset()
         total = 0.0
         while not obs.done:
             obs = env.act(policy.act(obs))
@@ -307,27 +338,17 @@ def python_returns(policy: OnnxPolicy, env: Any, seeds: range) -> list[float]:
 
 
 def test_the_agent_plays_the_same_episodes_in_the_page_and_in_python(page, models) -> None:
-    """Most probable actions from the same starts: the same returns, episode by episode."""
+    """Most probable actions from the same starts: the same returns, episode by episode (with
+    memory too: each episode starts from zeros)."""
     cases = {
         "cherry_pick_sharp.onnx": (
             CherryPick(),
             lambda env: {"cherries": list(env.cherries), "steps": 0},
-            None,
         ),
-        "minesweeper_sharp.onnx": (
-            MineSweeper(**MINESWEEPER),
-            lambda env: to_json(
-                {
-                    "mines": env.mines,
-                    "robots": env.robots,
-                    "cooldown": env.cooldown,
-                    "orbital_cannon": True,
-                }
-            ),
-            None,
-        ),
+        "minesweeper_sharp.onnx": (MineSweeper(**MINESWEEPER), minesweeper_state),
+        "minesweeper_memory_sharp.onnx": (MineSweeper(**MINESWEEPER), minesweeper_state),
     }
-    for model, (env, state_of, _) in cases.items():
+    for model, (env, state_of) in cases.items():
         use(page, model)
         policy = load(models / model, deterministic=True)
         states = []

@@ -33,11 +33,18 @@ async function usePolicy(source, label) {
 async function reset() {
   page.obs = page.env.reset();
   page.total = 0;
+  page.policy.reset();
   await refresh();
 }
 
+// Decide for the current observation: with memory, one step of the episode, so only when the
+// observation is new (see show()).
 async function refresh() {
   page.decision = await page.policy.decide(page.obs);
+  show();
+}
+
+function show() {
   const ctx = $("board").getContext("2d");
   ctx.clearRect(0, 0, ctx.canvas.width, ctx.canvas.height);
   page.env.draw(ctx, page.decision);
@@ -67,7 +74,7 @@ $("model-file").addEventListener("change", async (event) => {
 });
 $("reset").addEventListener("click", reset);
 $("step").addEventListener("click", () => step());
-$("human").addEventListener("change", refresh);
+$("human").addEventListener("change", () => page.env && show());
 $("run").addEventListener("click", () => {
   if (page.timer) {
     clearInterval(page.timer);
@@ -113,7 +120,7 @@ window.entityrl = {
   usePolicy,
   playEpisodes: (options) => playEpisodes(page.policy, options),
   runRules: (env, state, actionsList) => runRules(env, state, actionsList),
-  decide: (obs) => page.policy.decide(obs),
+  decide: (obs, options) => page.policy.decide(obs, options),
   timeDecisions: (obs, calls) => timeDecisions(page.policy, obs, calls),
 };
 

@@ -14,9 +14,24 @@ export function makeEnvironment(env, rng) {
   return new Env(env.kwargs ?? {}, rng);
 }
 
+// Runs `run` with `policy`, then gives the policy back the state it had (memory): the page's
+// own episode goes on as it was.
+async function keepingState(policy, run) {
+  const saved = policy.state;
+  try {
+    return await run();
+  } finally {
+    policy.state = saved;
+  }
+}
+
 // Play `episodes` complete episodes; each starts from initialStates[i] when given, else from a
 // reset drawn with `seed`. Returns each episode's return.
-export async function playEpisodes(policy, { episodes, seed = 0, deterministic = false, initialStates = null, maxSteps = 100000 }) {
+export function playEpisodes(policy, options) {
+  return keepingState(policy, () => play(policy, options));
+}
+
+async function play(policy, { episodes, seed = 0, deterministic = false, initialStates = null, maxSteps = 100000 }) {
   const rng = new Random(seed);
   const env = makeEnvironment(policy.env, rng);
   const returns = [];
@@ -25,7 +40,7 @@ export async function playEpisodes(policy, { episodes, seed = 0, deterministic =
     let total = 0;
     for (let step = 0; !obs.done; step++) {
       if (step >= maxSteps) throw new Error(`episode ${e} has not ended after ${maxSteps} steps`);
-      const { actions } = await policy.act(obs, { rng, deterministic });
+      const { actions } = await policy.act(obs, { rng, deterministic, newEpisode: step === 0 });
       obs = env.act(actions);
       total += obs.reward;
     }
@@ -43,13 +58,15 @@ export function runRules(env, state, actionsList) {
 }
 
 // Milliseconds per decision of `policy` on `obs`: each of `calls` timed after a warm-up.
-export async function timeDecisions(policy, obs, calls) {
-  for (let i = 0; i < Math.max(10, calls / 10); i++) await policy.decide(obs);
-  const times = [];
-  for (let i = 0; i < calls; i++) {
-    const start = performance.now();
-    await policy.decide(obs);
-    times.push(performance.now() - start);
-  }
-  return times;
+export function timeDecisions(policy, obs, calls) {
+  return keepingState(policy, async () => {
+    for (let i = 0; i < Math.max(10, calls / 10); i++) await policy.decide(obs);
+    const times = [];
+    for (let i = 0; i < calls; i++) {
+      const start = performance.now();
+      await policy.decide(obs);
+      times.push(performance.now() - start);
+    }
+    return times;
+  });
 }

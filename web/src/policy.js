@@ -1,4 +1,7 @@
-// An exported entityrl policy in onnxruntime-web: observations (JSON) in, actions out.
+// An exported entityrl policy in onnxruntime-web: observations (JSON) in, actions out. A policy
+// with memory (metadata entityrl.state) carries its state from one decision to the next, as
+// entityrl.inference does: every decide() or act() is one step of the episode; an episode
+// starts from zeros (the first call, after reset(), or with newEpisode).
 
 import * as ort from "../node_modules/onnxruntime-web/dist/ort.wasm.min.mjs";
 import { observationInputs } from "./inputs.js";
@@ -32,18 +35,37 @@ export class Policy {
     this.spaces = JSON.parse(metadata["entityrl.spaces"]);
     this.env = JSON.parse(metadata["entityrl.env"] ?? "{}");
     this.version = metadata["entityrl.version"];
+    this.stateSize = stateSize(metadata["entityrl.state"]);
+    if (this.stateSize && !(session.inputNames.includes("state") && session.outputNames.includes("next_state"))) {
+      throw new Error(
+        "the metadata declares a state (entityrl.state), but the model lacks the input 'state' or the output 'next_state'",
+      );
+    }
+    // The state to continue the episode from (a Float32Array; null: start one from zeros).
+    this.state = null;
+  }
+
+  // Forget the episode's state: the next decision starts a new episode.
+  reset() {
+    this.state = null;
   }
 
   // Per action: probs (one Float32Array row per offered actor), the actors' ids (and the
-  // candidates' ids of select-entity actions); and the value.
-  async decide(obs) {
+  // candidates' ids of select-entity actions); and the value. With memory, one step of the
+  // episode (newEpisode: obs is its first observation).
+  async decide(obs, { newEpisode = false } = {}) {
     const { feeds, offered } = observationInputs(obs, this.spaces);
+    if (this.stateSize) {
+      const data = newEpisode || this.state == null ? new Float32Array(this.stateSize) : this.state;
+      feeds.state = { type: "float32", data, dims: [this.stateSize] };
+    }
     const tensors = {};
     for (const name of this.session.inputNames) {
       const { type, data, dims } = feeds[name];
       tensors[name] = new ort.Tensor(type, data, dims);
     }
     const outputs = await this.session.run(tensors);
+    if (this.stateSize) this.state = Float32Array.from(outputs.next_state.data);
     const actions = {};
     for (const name of Object.keys(this.spaces.actions)) {
       const probs = outputs[`probs/${name}`];
@@ -59,11 +81,22 @@ export class Policy {
     return { actions, value: outputs.value.data[0] };
   }
 
-  // Actions for the environment: each actor's most probable choice, or one drawn with `rng`.
-  async act(obs, { rng = null, deterministic = false } = {}) {
-    const decision = await this.decide(obs);
+  // Actions for the environment: each actor's most probable choice, or one drawn with `rng`
+  // (newEpisode as for decide).
+  async act(obs, { rng = null, deterministic = false, newEpisode = false } = {}) {
+    const decision = await this.decide(obs, { newEpisode });
     return { actions: toActions(decision, this.spaces, (p) => choose(p, rng, deterministic)), decision };
   }
+}
+
+// The size of the state a model's entityrl.state metadata declares (0: a model without state).
+function stateSize(declared) {
+  if (declared == null) return 0;
+  const { size, initial } = JSON.parse(declared);
+  if (!Number.isInteger(size) || size < 1 || initial !== "zeros") {
+    throw new Error(`entityrl.state: expected a positive integer size and initial "zeros", got ${declared}`);
+  }
+  return size;
 }
 
 export function choose(probs, rng, deterministic) {
