@@ -1,6 +1,6 @@
 """Memory for RogueNet: a GRU state per row (``net.memory``).
 
-Why per row and after pooling: a row is one environment's (later, one player's) view, and
+Why per row and after pooling: a row is one environment's (or, in a multi-player game, one seat's) view, and
 what must be remembered is about the situation, not about one entity: entities come and go
 (their ids change, a cue vanishes), so a state per entity id would be lost exactly when it
 matters. Each step, the row's pooled entity embedding advances the row's GRU state; the new

@@ -21,9 +21,11 @@ from entityrl.training.elo import elo_difference
 from entityrl.training.players import (
     NetworkPlayer,
     Player,
+    PlayerStates,
     RandomPlayer,
     ScriptedPlayer,
     Seating,
+    episode_over,
     import_function,
     merge_actions,
 )
@@ -97,7 +99,8 @@ def play_match(
     max_steps: int = 100_000,
 ) -> MatchResult:
     """``games`` complete games of ``player`` (one seat per game, taking ``seats`` in turn,
-    every seat by default) against ``opponent`` (every other seat) in ``env``."""
+    every seat by default) against ``opponent`` (every other seat) in ``env``. Each carries
+    its state (a network's memory) of its rows from step to step, afresh in every game."""
     if games < 1:
         raise ValueError(f"games must be >= 1, got {games}")
     players = len(env.players)
@@ -106,13 +109,15 @@ def play_match(
     owner[np.arange(env.num_games), np.array(seats)[np.arange(env.num_games) % len(seats)]] = -1
     seating = Seating(owner.reshape(-1), [opponent])
     mine, theirs = seating.learner_rows, np.flatnonzero(seating.owner >= 0)
-    states = [player.initial_state(mine), opponent.initial_state(theirs)]
+    states = PlayerStates(env.num_envs)
     obs = env.reset()
     tally = GameSlots[GameResult](env.num_games, games)
     for _ in range(max_steps):
-        a, states[0] = player.act(obs.take(mine), states[0])
-        b, states[1] = opponent.act(obs.take(theirs), states[1])
-        obs = env.act(merge_actions([(mine, a), (theirs, b)], env.num_envs))
+        a = states.act(player, obs.take(mine), mine)
+        b = states.act(opponent, obs.take(theirs), theirs)
+        after = env.act(merge_actions([(mine, a), (theirs, b)], env.num_envs))
+        states.restart(episode_over(obs, after))
+        obs = after
         if obs.game_over is not None and obs.game_over.any():
             ended = np.flatnonzero(obs.game_over)
             scored = score_games(seating.owner[ended], obs.metrics["episode_return"], players)
@@ -150,13 +155,15 @@ def play_group(
     if games < 1:
         raise ValueError(f"games must be >= 1, got {games}")
     first = np.arange(0, env.num_envs, len(env.players))
-    state = player.initial_state(np.arange(env.num_envs))
+    rows = np.arange(env.num_envs)
+    states = PlayerStates(env.num_envs)
     obs = env.reset()
     running = np.zeros(env.num_games)
     tally = GameSlots[float](env.num_games, games)
     for _ in range(max_steps):
-        actions, state = player.act(obs, state)
-        obs = env.act(actions)
+        after = env.act(states.act(player, obs, rows))
+        states.restart(episode_over(obs, after))
+        obs = after
         assert obs.group_reward is not None, "multi-player batches carry group rewards"
         running += obs.group_reward[first]
         if obs.game_over is not None and obs.game_over.any():

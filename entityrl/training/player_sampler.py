@@ -4,7 +4,10 @@ Each rollout, a :class:`~entityrl.training.players.Seating` (from ``seat``) says
 (seats) the learner plays and which player plays each other row. Every step, each player acts
 for its rows, the actions are merged into one batch, and the game steps. The rollout holds the
 learner's rows only, laid out (step, learner row) like any rollout, so PPO learns from it
-unchanged; rows whose player had left are marked inactive and are not learned from.
+unchanged; rows whose player had left are marked inactive and are not learned from. A row's
+``done`` is set on the step its player leaves and on every step it is not in play, so that
+nothing (returns, or with ``net.memory`` the policy's state) carries over into the episode that
+starts in the row later: its game's restart, or its player joining.
 
 Finished games are scored for the learner against the opponents it met
 (:func:`~entityrl.training.match.score_games`).
@@ -21,18 +24,23 @@ import torch
 from entityrl.algorithms.common.rollout import Rollout
 from entityrl.env.multiplayer_vec import PlayerVecEnv
 from entityrl.env.vec_obs import VecObs
+from entityrl.nn.recurrent import fresh_episodes
 from entityrl.nn.rogue_net import RogueNet
-from entityrl.ragged import RaggedArray
-from entityrl.training.config import ConfigError
 from entityrl.training.match import GameResult, score_games
-from entityrl.training.players import Seating, merge_actions
-from entityrl.training.sampler import Sampler, _Step, _Transition, _truncation_values
+from entityrl.training.players import PlayerStates, Seating, episode_over, merge_actions
+from entityrl.training.sampler import Sampler, _act, _Step, _truncation_values
 
 
 class PlayerSampler(Sampler):
     """Steps a :class:`PlayerVecEnv` with the learner ``net`` in the seats ``seat()`` gives it
     (every seat by default: independent learners sharing one policy) and the seating's
-    opponents in the others."""
+    opponents in the others.
+
+    With ``net.memory`` the learner keeps a state for every row of the batch (:attr:`state`),
+    and the opponents theirs (:attr:`opponent_states`); a row's states start afresh where its
+    episode starts (:func:`~entityrl.training.players.episode_over`), and the rollout stores
+    the learner's state at every step, as the single-player sampler does.
+    """
 
     env: PlayerVecEnv
 
@@ -44,12 +52,8 @@ class PlayerSampler(Sampler):
         generator: torch.Generator | None = None,
         seat: Callable[[], Seating] | None = None,
     ) -> None:
-        if net.memory:
-            raise ConfigError(
-                "net.memory: not supported in multi-player games yet (seats change hands "
-                "between rollouts); set net.memory=false"
-            )
         super().__init__(env, net, steps, generator)
+        self.opponent_states = PlayerStates(env.num_envs)
         self.seat = seat or (lambda: Seating.learner_everywhere(env.num_envs))
         self.seating = self.seat()
         self.results: list[GameResult] = []
@@ -61,42 +65,46 @@ class PlayerSampler(Sampler):
     def collect(self) -> Rollout:
         self.seating = seating = self.seat()
         learner = seating.learner_rows
-        opponents = [
-            (player, rows, player.initial_state(rows)) for player, rows in seating.opponent_rows()
-        ]
+        opponents = seating.opponent_rows()
+        self.opponent_states.keep(seating.opponents)
         # With the learner in every seat (independent learners, MA-POCA) the batch is its own.
         everywhere = not opponents
         obs = self.obs
         steps: list[_Step] = []
         for _ in range(self.steps):
             mine = obs if everywhere else obs.take(learner)
-            out = self.net.act(mine, generator=self.generator)
-            actions = out.actions(mine)
-            parts = [(learner, actions)]
-            for k, (player, rows, state) in enumerate(opponents):
-                theirs, state = player.act(obs.take(rows), state)
-                opponents[k] = (player, rows, state)
-                parts.append((rows, theirs))
-            transition = _Transition(
-                mine,
-                actions,
-                {
-                    name: RaggedArray(head.logprob.numpy().reshape(-1, 1), actions[name].lengths)
-                    for name, head in out.heads.items()
-                },
-                out.values.numpy(),
-                active=_active(obs, learner),
+            state = None if self.state is None else self.state[learner]
+            transition, new_state = _act(self.net, mine, state, self.generator)
+            transition.active = _active(obs, learner)
+            parts = [(learner, transition.actions)]
+            for player, rows in opponents:
+                parts.append((rows, self.opponent_states.act(player, obs.take(rows), rows)))
+            after = self.env.act(
+                transition.actions if everywhere else merge_actions(parts, self.env.num_envs)
             )
-            obs = self.env.act(actions if everywhere else merge_actions(parts, self.env.num_envs))
-            transition.reward, transition.done = obs.reward[learner], obs.done[learner]
-            transition.group_reward = obs.group_reward[learner]  # type: ignore[index]
-            transition.game_over = obs.game_over[learner]  # type: ignore[index]
+            # Rows not in play count as ended too: nothing of them carries over to the episode
+            # that starts in the row later, neither returns nor memory (PPO's replay of the
+            # chunks resets the state after every done, where the sampler reset it).
+            over = episode_over(obs, after)
+            transition.reward, transition.done = after.reward[learner], over[learner]
+            transition.group_reward = after.group_reward[learner]  # type: ignore[index]
+            transition.game_over = after.game_over[learner]  # type: ignore[index]
             transition.bootstrap = _truncation_values(
-                self.net, obs if everywhere else _learner_view(obs, learner), None
+                self.net, after if everywhere else _learner_view(after, learner), new_state
             )
-            steps.append((transition, self._learner_metrics(obs, learner)))
+            steps.append((transition, self._learner_metrics(after, learner)))
+            if self.state is not None:
+                self.state = fresh_episodes(
+                    self.state.index_put((torch.from_numpy(learner),), new_state), over
+                )
+            self.opponent_states.restart(over)
+            obs = after
         self.obs = obs
-        return self._rollout([steps], obs if everywhere else obs.take(learner), None)
+        return self._rollout(
+            [steps],
+            obs if everywhere else obs.take(learner),
+            None if self.state is None else self.state[learner],
+        )
 
     def _learner_metrics(
         self, obs: VecObs, learner: npt.NDArray[np.int64]

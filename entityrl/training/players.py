@@ -5,6 +5,8 @@ game). A :class:`Player` chooses the actions of the rows it is given, carrying w
 it needs from one step to the next (a recurrent network's memory, or a scripted player's rows):
 ``act(obs, state) -> (actions, state)``. The sampler gives the learner some seats and the
 opponents the others (:class:`Seating`), so an opponent is just another player.
+:class:`PlayerStates` keeps each player's state of every row, and starts a row's afresh where
+the row's episode starts (:func:`episode_over`).
 """
 
 from __future__ import annotations
@@ -34,13 +36,18 @@ ScriptedFunction = Callable[[Observation], Mapping[str, Action]]
 
 
 class Player(Protocol):
-    """Chooses the actions of some rows of a batch."""
+    """Chooses the actions of some rows of a batch.
+
+    A state is None (nothing to carry) or holds one entry per row along its first axis (a
+    tensor or an array), so that the rows' states can be taken, put back and started afresh
+    one by one (:class:`PlayerStates`)."""
 
     def initial_state(self, rows: npt.NDArray[np.int64]) -> Any:
-        """The state to start from when playing the batch rows ``rows``."""
+        """The state of the batch rows ``rows`` when their episodes start."""
 
     def act(self, obs: VecObs, state: Any) -> tuple[Actions, Any]:
-        """Actions for every row of ``obs`` (the rows the player plays) and the next state."""
+        """Actions for every row of ``obs`` (the rows the player plays, whose states are
+        ``state``) and their states after the step."""
 
 
 class NetworkPlayer:
@@ -154,6 +161,70 @@ def import_function(path: str) -> ScriptedFunction:
     if not callable(function):
         raise ValueError(f"{path!r} is not a function (got {type(function).__name__})")
     return function  # type: ignore[no-any-return]
+
+
+# ---------------------------------------------------------------------------- states
+def episode_over(before: VecObs, after: VecObs) -> npt.NDArray[np.bool_]:
+    """Per row of a multi-player batch, whether nothing of the row's episode goes on past the
+    step from ``before`` to ``after``: its player left with the step (``done``), or was not in
+    play (it had left, or had not joined yet). A row's next episode (its game's restart, its
+    player joining) starts after such a step, so a state reset after each of them is fresh
+    exactly there."""
+    over = after.done.copy()
+    if before.active is not None:
+        over |= ~before.active
+    return over
+
+
+class PlayerStates:
+    """Each player's state (:meth:`Player.initial_state`) of every row of a batch of ``rows``
+    rows, carried from step to step and from rollout to rollout (updated in place).
+
+    A player reads and writes its own state of the rows it acts for; :meth:`restart` starts a
+    row's state afresh, for every player, where the row's episode starts. So a player that
+    takes over a row mid-game (seats are drawn anew every rollout) goes on from its own state
+    of that row: the initial one, unless it played there earlier in the same game.
+    """
+
+    def __init__(self, rows: int) -> None:
+        self.rows = rows
+        # By id: a player need not be hashable; the entry keeps it alive, so ids stay unique.
+        self._states: dict[int, tuple[Player, Any]] = {}
+
+    def act(self, player: Player, obs: VecObs, rows: npt.NDArray[np.int64]) -> Actions:
+        """``player``'s actions for the batch rows ``rows`` (``obs`` holds those rows only),
+        from and into its state of them."""
+        state = self.get(player)
+        actions, after = player.act(obs, None if state is None else state[rows])
+        if state is not None:
+            state[rows] = after
+        return actions
+
+    def get(self, player: Player) -> Any:
+        """``player``'s state of every row (the initial one before it first acts)."""
+        if id(player) not in self._states:
+            self._states[id(player)] = (player, player.initial_state(np.arange(self.rows)))
+        return self._states[id(player)][1]
+
+    def set(self, player: Player, state: Any) -> None:
+        """Give ``player`` back its state of every row (one :meth:`get` returned)."""
+        self._states[id(player)] = (player, state)
+
+    def restart(self, over: npt.NDArray[np.bool_]) -> None:
+        """After a step: every player's state of the rows whose episode is ``over`` (see
+        :func:`episode_over`) back to its initial state."""
+        rows = np.flatnonzero(over)
+        if not rows.size:
+            return
+        for player, state in self._states.values():
+            if state is not None:
+                state[rows] = player.initial_state(rows)
+
+    def keep(self, players: Sequence[Player]) -> None:
+        """Forget the states of every player but ``players`` (one that plays again starts
+        afresh)."""
+        kept = {id(player) for player in players}
+        self._states = {key: entry for key, entry in self._states.items() if key in kept}
 
 
 # ---------------------------------------------------------------------------- seating

@@ -64,21 +64,30 @@ def _run(
     actions, sampled with ``generator``."""
     transitions = []
     for _ in range(steps):
-        out = net.act(obs, generator=generator, state=state)
-        actions = out.actions(obs)
-        logprobs = {
-            name: RaggedArray(head.logprob.numpy().reshape(-1, 1), actions[name].lengths)
-            for name, head in out.heads.items()
-        }
-        transition = _Transition(obs, actions, logprobs, out.values.numpy())
-        if state is not None:
-            transition.state = state.numpy()
-        obs = env.act(actions)
+        transition, new_state = _act(net, obs, state, generator)
+        obs = env.act(transition.actions)
         transition.reward, transition.done = obs.reward, obs.done
-        transition.bootstrap = _truncation_values(net, obs, out.state)
+        transition.bootstrap = _truncation_values(net, obs, new_state)
         transitions.append((transition, obs.metrics))
-        state = None if out.state is None else fresh_episodes(out.state, obs.done)
+        state = None if new_state is None else fresh_episodes(new_state, obs.done)
     return transitions, obs, state
+
+
+def _act(
+    net: RogueNet, obs: VecObs, state: torch.Tensor | None, generator: torch.Generator
+) -> tuple[_Transition, torch.Tensor | None]:
+    """``net``'s sampled actions for ``obs`` from the rows' ``state`` (net.memory): the step's
+    transition so far (what the policy saw and did) and the rows' states after the step."""
+    out = net.act(obs, generator=generator, state=state)
+    actions = out.actions(obs)
+    logprobs = {
+        name: RaggedArray(head.logprob.numpy().reshape(-1, 1), actions[name].lengths)
+        for name, head in out.heads.items()
+    }
+    transition = _Transition(obs, actions, logprobs, out.values.numpy())
+    if state is not None:
+        transition.state = state.numpy()
+    return transition, out.state
 
 
 def _truncation_values(

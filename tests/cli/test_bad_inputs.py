@@ -103,11 +103,6 @@ ONE_LINE_CASES = {
         r"rollout.processes: PackHunt is a multi-player game, whose games step in the training "
         r"process \(got processes=2; use processes=1\)",
     ),
-    "train: memory in a multi-player game": (
-        ["train", "PackHunt", "algo=ppo", "net.memory=true", *SMALL],
-        2,
-        r"net.memory: not supported in multi-player games yet",
-    ),
     "train: self-play in a one-player environment": (
         ["train", "CherryPick", "algo=selfplay", *SMALL],
         2,

@@ -6,6 +6,10 @@ and every agent's counterfactual baseline; the group's lambda-returns make the c
 and, minus each agent's baseline, the policy's advantages. The policy's own value head is
 trained on the group's returns too (it is not used). After the policy's update the critic
 takes ``poca.epochs`` passes of ``poca.minibatches`` steps on the rollout's group steps.
+
+With ``net.memory`` the policy keeps a state per agent (row) as in any multi-player rollout;
+the group critic stays memoryless: it values each step from the agents' current observations
+(it trains on shuffled group steps, not on chunks of consecutive steps).
 """
 
 from __future__ import annotations
@@ -34,7 +38,6 @@ class POCA(PPO):
     @classmethod
     def check(cls, config: TrainConfig) -> None:
         super().check(config)
-        # net.memory is refused by the multi-player sampler, for every algorithm.
         for key, on in (
             ("ppo.norm_reward", config.ppo.norm_reward),
             ("rnd.coef", config.rnd.enabled),

@@ -5,6 +5,10 @@ Every rollout, each game gives the learner one seat (drawn among ``selfplay.lear
 and the current opponent every other seat. The learner is snapshotted into the pool every
 ``selfplay.snapshot_every`` steps and the opponent changes every ``selfplay.swap_every``;
 finished games update the Elo ratings, logged as ``selfplay/elo``.
+
+With ``net.memory`` the opponent keeps its own state of every row, as the learner does
+(:class:`~entityrl.training.players.PlayerStates`); a new opponent starts with none, and the
+checkpoint keeps the current one's, so a resumed run continues exactly.
 """
 
 from __future__ import annotations
@@ -19,13 +23,13 @@ from entityrl.algorithms.base import Context, Iteration
 from entityrl.algorithms.ppo.algorithm import PPO
 from entityrl.algorithms.self_play.pool import OpponentPool, SelfPlayConfig
 from entityrl.env.multiplayer_vec import PlayerVecEnv
+from entityrl.env.vec_obs import VecObs
 from entityrl.training.agent import AgentError
 from entityrl.training.checkpoint import CheckpointError
 from entityrl.training.config import ConfigError
 from entityrl.training.match import load_opponent
 from entityrl.training.player_sampler import PlayerSampler
 from entityrl.training.players import NetworkPlayer, Player, Seating, random_seats
-from entityrl.training.sampler import Sampler
 
 
 class SelfPlay(PPO):
@@ -34,6 +38,7 @@ class SelfPlay(PPO):
     name = "selfplay"
     Settings = SelfPlayConfig
     one_process = True
+    sampler: PlayerSampler
 
     def __init__(self, ctx: Context) -> None:
         env = ctx.env
@@ -64,9 +69,10 @@ class SelfPlay(PPO):
             self.pool.fixed()
         self.last_snapshot = self.last_swap = 0
         self.step = 0
+        self.saved_opponent_memory: torch.Tensor | None = None  # see load_state_dict
         super().__init__(ctx)
 
-    def make_sampler(self) -> Sampler:
+    def make_sampler(self) -> PlayerSampler:
         ctx = self.ctx
         return PlayerSampler(
             ctx.env,  # type: ignore[arg-type]
@@ -95,7 +101,15 @@ class SelfPlay(PPO):
     def swap(self) -> None:
         """Play the next opponent from the pool."""
         chosen = self.pool.choose(self.ctx.rng)
+        # A new player (the same network, reloaded), so the sampler gives it a memory of its
+        # own: the last snapshot's state would mean nothing to this one.
+        self.opponent = NetworkPlayer(self.opponent.net, self.opponent.generator)
         self.opponent.net.load_state_dict(self.pool.snapshots[chosen])
+
+    @property
+    def current_opponent(self) -> Player:
+        """The player in the opponent's seats: the fixed opponent, or the current snapshot."""
+        return self.fixed if self.fixed is not None else self.opponent
 
     def iterate(self, step: int, lr: float) -> Iteration:
         config = self.ctx.config.selfplay
@@ -106,7 +120,7 @@ class SelfPlay(PPO):
             self.swap()
             self.last_swap = step
         iteration = super().iterate(step, lr)
-        results = self.sampler.take_results()  # type: ignore[attr-defined]
+        results = self.sampler.take_results()
         for result in results:
             self.pool.record(result.score)
         iteration.metrics["selfplay/elo"] = self.pool.learner_elo
@@ -119,10 +133,13 @@ class SelfPlay(PPO):
 
     def state_dict(self) -> dict[str, Any]:
         state = super().state_dict()
+        memory = self.sampler.opponent_states.get(self.current_opponent)
         state["selfplay"] = {
             "pool": self.pool.state_dict(),
             "last_snapshot": self.last_snapshot,
             "last_swap": self.last_swap,
+            # A network's memory; other players' states (a scripted player's rows) are rebuilt.
+            "opponent_memory": memory if isinstance(memory, torch.Tensor) else None,
         }
         return state
 
@@ -134,3 +151,10 @@ class SelfPlay(PPO):
         self.last_swap = int(saved["last_swap"])
         if self.pool.snapshots:
             self.opponent.net.load_state_dict(self.pool.snapshots[self.pool.current])
+        # Like the learner's memory, used once the environments are back where they were.
+        self.saved_opponent_memory = saved.get("opponent_memory")
+
+    def restore_environments(self, obs: VecObs) -> None:
+        super().restore_environments(obs)
+        if self.saved_opponent_memory is not None:
+            self.sampler.opponent_states.set(self.current_opponent, self.saved_opponent_memory)
