@@ -23,7 +23,7 @@ from entityrl.env.vec_env import EnvFactory, SerialVecEnv, VecEnv
 from entityrl.env.vec_obs import VecObs
 from entityrl.nn.device import resolve_device
 from entityrl.nn.recurrent import fresh_episodes
-from entityrl.nn.rogue_net import RogueNet
+from entityrl.nn.rogue_net import PolicyOutput, RogueNet
 from entityrl.ragged import RaggedArray
 from entityrl.training.checkpoint import (
     CheckpointError,
@@ -50,33 +50,49 @@ class AgentError(ValueError):
 
 
 class Agent:
-    """A trained RogueNet policy that acts on batches of observations.
+    """The one object that acts with a RogueNet policy: it owns the network (and so the
+    device), the acting mode (sampled actions, or with ``deterministic`` the most probable
+    choice of every actor), the random generator samples are drawn from, and with
+    ``net.memory`` the recurrent state of every row it acts for.
 
-    :meth:`act` returns actions in the form a :class:`~entityrl.env.VecEnv` takes: sampled from
-    the policy, or with ``deterministic`` the most probable choice of every actor. Sampling
-    draws from the agent's own random generator on its device (see :meth:`seed`), so it
-    neither disturbs nor depends on torch's global one. ``step`` is how many environment steps it was trained for,
-    ``path`` the checkpoint it was loaded from (if any).
+    The trainer's sampler, evaluation, matches (through
+    :class:`~entityrl.training.players.NetworkPlayer`), ``entityrl play`` and export act
+    through an Agent. :meth:`act` is the plain use: actions in the form a
+    :class:`~entityrl.env.VecEnv` takes, each row's state carried from one call to the next and
+    started afresh where ``obs.done`` says a new episode begins. A sampler uses
+    :meth:`act_on` (outputs with log-probabilities and values, for a subset of the rows, no
+    implicit reset) and says where episodes end with :meth:`end_episodes`. Sampling draws from
+    the agent's own generator on its device (see :meth:`seed`, or pass ``generator``), so it
+    neither disturbs nor depends on torch's global one.
+
+    A trained agent (:func:`load_agent`) also knows its run's ``config``, how many
+    environment steps it was trained for (``step``) and its checkpoint (``path``).
     """
 
     def __init__(
         self,
         net: RogueNet,
-        config: TrainConfig,
+        config: TrainConfig | None = None,
         *,
         step: int = 0,
         path: Path | None = None,
         deterministic: bool = False,
         seed: int | None = None,
+        generator: torch.Generator | None = None,
     ) -> None:
-        self.net = net.eval()
+        self.net = net
         self.config = config
         self.step = step
         self.path = path
         self.deterministic = deterministic
-        self.seed(seed)
-        # With net.memory: each row's state, carried from one act to the next.
+        if generator is None:
+            self.seed(seed)
+        else:
+            self.generator = generator
+        # With net.memory: each row's state, carried from one call to the next.
         self.state: torch.Tensor | None = None
+        # The states the rows of the last act_on call acted from.
+        self.acted_from: torch.Tensor | None = None
 
     @property
     def obs_space(self) -> ObsSpace:
@@ -94,31 +110,53 @@ class Agent:
         else:
             self.generator.manual_seed(seed)
 
+    def decide(self, obs: VecObs, state: torch.Tensor | None) -> PolicyOutput:
+        """The policy's output for ``obs`` from the rows' ``state`` (None: fresh episodes),
+        keeping nothing: what a player whose states are kept elsewhere calls."""
+        return self.net.act(
+            obs, deterministic=self.deterministic, generator=self.generator, state=state
+        )
+
     def act(self, obs: VecObs) -> dict[str, RaggedArray]:
-        """One action per actor of every row of ``obs``, for every action of the space."""
+        """One action per actor of every row of ``obs``, for every action of the space; each
+        row's state goes on from the last call, afresh where ``obs.done`` (and for all rows
+        when ``obs`` has another number of rows than the last call: other environments)."""
         unknown = sorted(set(obs.action_masks) ^ set(self.action_space))
         if unknown:
             raise AgentError(
                 f"the observation's actions {sorted(obs.action_masks)} differ from the agent's "
                 f"{sorted(self.action_space)} (in one but not the other: {unknown})"
             )
-        out = self.net.act(
-            obs,
-            deterministic=self.deterministic,
-            generator=self.generator,
-            state=self._state_for(obs),
-        )
-        self.state = out.state
-        return out.actions(obs)
+        if self.state is not None and self.state.shape[0] != obs.num_rows:
+            self.state = None
+        self.end_episodes(obs.done)
+        return self.act_on(obs).actions(obs)
 
-    def _state_for(self, obs: VecObs) -> torch.Tensor | None:
-        """With net.memory, the rows' states for ``obs``: carried over from the last call,
-        reset for rows whose episode ended (``obs.done``: the observation starts a new one),
-        and fresh when the rows are not those of the last call (another batch of
-        environments; see :meth:`reset`)."""
-        if self.state is None or self.state.shape[0] != obs.num_rows:
-            return None
-        return fresh_episodes(self.state, obs.done)
+    def act_on(self, obs: VecObs, rows: npt.NDArray[np.int64] | None = None) -> PolicyOutput:
+        """The policy's output for ``obs``, which holds the agent's rows ``rows`` (None: all
+        of them, in order), from their states; their new states are kept. No row is reset
+        here (see :meth:`end_episodes`)."""
+        state = self.state
+        if state is None and rows is None:
+            state = self.net.initial_state(obs.num_rows)
+        if state is None and self.net.memory is not None:
+            raise AgentError(
+                "act_on for some rows needs the state of every row: set agent.state first "
+                "(net.initial_state(rows))"
+            )
+        acted_from = state if rows is None or state is None else state[torch.from_numpy(rows)]
+        out = self.decide(obs, acted_from)
+        self.acted_from = acted_from
+        if state is not None and out.state is not None:
+            self.state = (
+                out.state if rows is None else state.index_put((torch.from_numpy(rows),), out.state)
+            )
+        return out
+
+    def end_episodes(self, ended: npt.NDArray[np.bool_]) -> None:
+        """The rows whose episodes ended (``ended``, one flag per row) start afresh."""
+        if self.state is not None:
+            self.state = fresh_episodes(self.state, ended)
 
     def reset(self) -> None:
         """Forget the rows' states (net.memory): the next observation starts new episodes."""
@@ -132,13 +170,16 @@ class Agent:
         )
         if differences:
             raise AgentError(
-                f"the environment does not match the agent trained on {self.config.env.id}: "
+                f"the environment does not match the agent trained on {self._env_name()}: "
                 + "; ".join(differences)
             )
 
     def __repr__(self) -> str:
         where = f" from {self.path}" if self.path else ""
-        return f"<Agent for {self.config.env.id}, trained {self.step:,} steps{where}>"
+        return f"<Agent for {self._env_name()}, trained {self.step:,} steps{where}>"
+
+    def _env_name(self) -> str:
+        return "an unnamed environment" if self.config is None else self.config.env.id
 
 
 def load_agent(

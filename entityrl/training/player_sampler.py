@@ -24,7 +24,6 @@ import torch
 from entityrl.algorithms.common.rollout import Rollout
 from entityrl.env.multiplayer_vec import PlayerVecEnv
 from entityrl.env.vec_obs import VecObs
-from entityrl.nn.recurrent import fresh_episodes
 from entityrl.nn.rogue_net import RogueNet
 from entityrl.training.match import GameResult, score_games
 from entityrl.training.players import PlayerStates, Seating, episode_over, merge_actions
@@ -73,8 +72,7 @@ class PlayerSampler(Sampler):
         steps: list[_Step] = []
         for _ in range(self.steps):
             mine = obs if everywhere else obs.take(learner)
-            state = None if self.state is None else self.state[learner]
-            transition, new_state = _act(self.net, mine, state, self.generator)
+            transition = _act(self.agent, mine, None if everywhere else learner)
             transition.active = _active(obs, learner)
             parts = [(learner, transition.actions)]
             for player, rows in opponents:
@@ -89,14 +87,14 @@ class PlayerSampler(Sampler):
             transition.reward, transition.done = after.reward[learner], over[learner]
             transition.group_reward = after.group_reward[learner]  # type: ignore[index]
             transition.game_over = after.game_over[learner]  # type: ignore[index]
+            state = self.state
             transition.bootstrap = _truncation_values(
-                self.net, after if everywhere else _learner_view(after, learner), new_state
+                self.net,
+                after if everywhere else _learner_view(after, learner),
+                state if everywhere or state is None else state[torch.from_numpy(learner)],
             )
             steps.append((transition, self._learner_metrics(after, learner)))
-            if self.state is not None:
-                self.state = fresh_episodes(
-                    self.state.index_put((torch.from_numpy(learner),), new_state), over
-                )
+            self.agent.end_episodes(over)
             self.opponent_states.restart(over)
             obs = after
         self.obs = obs

@@ -28,6 +28,7 @@ from entityrl.env.spaces import ActionSpace
 from entityrl.env.vec_obs import VecObs
 from entityrl.nn.rogue_net import RogueNet
 from entityrl.ragged import RaggedArray
+from entityrl.training.agent import Agent
 
 Actions = dict[str, RaggedArray]
 
@@ -51,23 +52,28 @@ class Player(Protocol):
 
 
 class NetworkPlayer:
-    """A RogueNet policy (a frozen snapshot of the learner, or a trained agent's network):
-    sampled actions, or the most probable ones with ``deterministic``."""
+    """A RogueNet policy (a frozen snapshot of the learner, or a trained agent's network)
+    acting through an :class:`~entityrl.training.agent.Agent`: sampled actions, or the most
+    probable ones with ``deterministic``. Its states are kept by :class:`PlayerStates`."""
 
     def __init__(
         self, net: RogueNet, generator: torch.Generator, *, deterministic: bool = False
     ) -> None:
-        self.net = net.eval()
-        self.generator = generator
-        self.deterministic = deterministic
+        self.agent = Agent(net, generator=generator, deterministic=deterministic)
+
+    @property
+    def net(self) -> RogueNet:
+        return self.agent.net
+
+    @property
+    def generator(self) -> torch.Generator:
+        return self.agent.generator
 
     def initial_state(self, rows: npt.NDArray[np.int64]) -> torch.Tensor | None:
         return self.net.initial_state(rows.shape[0])
 
     def act(self, obs: VecObs, state: torch.Tensor | None) -> tuple[Actions, Any]:
-        out = self.net.act(
-            obs, deterministic=self.deterministic, generator=self.generator, state=state
-        )
+        out = self.agent.decide(obs, state)
         return out.actions(obs), out.state
 
 

@@ -19,9 +19,9 @@ from entityrl.algorithms.common.rollout import Rollout
 from entityrl.env.process_vec_env import ProcessVecEnv
 from entityrl.env.vec_env import SerialVecEnv, VecEnv
 from entityrl.env.vec_obs import VecObs
-from entityrl.nn.recurrent import fresh_episodes
 from entityrl.nn.rogue_net import RogueNet
 from entityrl.ragged import RaggedArray
+from entityrl.training.agent import Agent
 
 
 @dataclass
@@ -47,47 +47,35 @@ class _Transition:
 
 # A step's transition and the episode metrics it reported.
 _Step = tuple[_Transition, dict[str, npt.NDArray[np.float64]]]
-# Consecutive steps, the observations after the last, and the state to act from next (None
-# without net.memory).
-_Steps = tuple[list[_Step], VecObs, torch.Tensor | None]
 
 
-def _run(
-    net: RogueNet,
-    env: VecEnv,
-    obs: VecObs,
-    state: torch.Tensor | None,
-    steps: int,
-    generator: torch.Generator,
-) -> _Steps:
-    """``steps`` steps of ``env`` from ``obs`` (and the policy's ``state``) with ``net``'s
-    actions, sampled with ``generator``."""
+def _run(agent: Agent, env: VecEnv, obs: VecObs, steps: int) -> tuple[list[_Step], VecObs]:
+    """``steps`` steps of ``env`` from ``obs`` with ``agent``'s actions (and states); the steps
+    and the observations after the last."""
     transitions = []
     for _ in range(steps):
-        transition, new_state = _act(net, obs, state, generator)
+        transition = _act(agent, obs)
         obs = env.act(transition.actions)
         transition.reward, transition.done = obs.reward, obs.done
-        transition.bootstrap = _truncation_values(net, obs, new_state)
+        transition.bootstrap = _truncation_values(agent.net, obs, agent.state)
         transitions.append((transition, obs.metrics))
-        state = None if new_state is None else fresh_episodes(new_state, obs.done)
-    return transitions, obs, state
+        agent.end_episodes(obs.done)
+    return transitions, obs
 
 
-def _act(
-    net: RogueNet, obs: VecObs, state: torch.Tensor | None, generator: torch.Generator
-) -> tuple[_Transition, torch.Tensor | None]:
-    """``net``'s sampled actions for ``obs`` from the rows' ``state`` (net.memory): the step's
-    transition so far (what the policy saw and did) and the rows' states after the step."""
-    out = net.act(obs, generator=generator, state=state)
+def _act(agent: Agent, obs: VecObs, rows: npt.NDArray[np.int64] | None = None) -> _Transition:
+    """``agent``'s sampled actions for ``obs`` (its rows ``rows``, None: all): the step's
+    transition so far, what the policy saw and did (the agent keeps the rows' new states)."""
+    out = agent.act_on(obs, rows)
     actions = out.actions(obs)
     logprobs = {
         name: RaggedArray(head.logprob.numpy().reshape(-1, 1), actions[name].lengths)
         for name, head in out.heads.items()
     }
     transition = _Transition(obs, actions, logprobs, out.values.numpy())
-    if state is not None:
-        transition.state = state.numpy()
-    return transition, out.state
+    if agent.acted_from is not None:
+        transition.state = agent.acted_from.numpy()
+    return transition
 
 
 def _truncation_values(
@@ -105,9 +93,11 @@ def _truncation_values(
 class Sampler:
     """Steps ``env`` with ``net``'s sampled actions, ``steps`` steps per rollout.
 
-    The sampler keeps the environments' latest observation between rollouts, so consecutive
-    rollouts continue the same episodes. Actions are drawn from ``generator`` (on the
-    network's device; a new unseeded one if None).
+    The network acts through an :class:`~entityrl.training.agent.Agent`, which draws the
+    actions from ``generator`` (on the network's device; a new unseeded one if None) and
+    keeps each environment's recurrent state (net.memory). The sampler keeps the
+    environments' latest observation between rollouts, so consecutive rollouts continue the
+    same episodes.
     """
 
     def __init__(
@@ -120,17 +110,23 @@ class Sampler:
         self.env = env
         self.net = net
         self.steps = steps
-        self.generator = generator or _new_generator(net.device)
+        self.agent = Agent(net, generator=generator or _new_generator(net.device))
         self.obs: VecObs = env.reset()
-        # With net.memory, the state each environment's policy acts from next.
-        self.state = net.initial_state(env.num_envs)
+        self.agent.state = net.initial_state(env.num_envs)
+
+    @property
+    def state(self) -> torch.Tensor | None:
+        """With net.memory, the state each environment's policy acts from next."""
+        return self.agent.state
+
+    @state.setter
+    def state(self, value: torch.Tensor | None) -> None:
+        self.agent.state = value
 
     def collect(self) -> Rollout:
         """The next ``steps`` steps of every environment (advantages not estimated yet: the
         algorithm decides the rewards they are estimated from)."""
-        transitions, self.obs, self.state = _run(
-            self.net, self.env, self.obs, self.state, self.steps, self.generator
-        )
+        transitions, self.obs = _run(self.agent, self.env, self.obs, self.steps)
         return self._rollout([transitions], self.obs, self.state)
 
     @property
@@ -251,10 +247,11 @@ def _worker_rollout(
     net.load_state_dict({name: torch.from_numpy(value) for name, value in params.items()})
     generator = torch.Generator()
     generator.manual_seed(seed)
-    initial = None if state is None else torch.from_numpy(state)
-    transitions, latest, final = _run(net, envs, envs.observation, initial, steps, generator)
+    agent = Agent(net, generator=generator)
+    agent.state = None if state is None else torch.from_numpy(state)
+    transitions, latest = _run(agent, envs, envs.observation, steps)
     # As numpy, like everything else sent back (see WorkerSampler.collect).
-    return transitions, latest, None if final is None else final.numpy()
+    return transitions, latest, None if agent.state is None else agent.state.numpy()
 
 
 def _new_generator(device: torch.device) -> torch.Generator:

@@ -13,7 +13,7 @@ import pytest
 import torch
 from test_runner import config, learning_metrics, parameters
 
-from entityrl.algorithms import ppo as ppo_algorithm
+from entityrl.algorithms.ppo import algorithm as ppo_algorithm
 from entityrl.training import checkpoint as ckpt
 from entityrl.training.finite import NonFiniteError
 from entityrl.training.run_dir import RunDirError

@@ -82,11 +82,18 @@ def test_an_agent_carries_each_row_s_state_and_resets_it_when_an_episode_ends() 
     agent.act(obs)
     assert agent.state is not None and agent.state.shape == (2, 16)
     carried = agent.state.clone()
-    assert agent._state_for(obs) is not None
     ended = VecObs(**{**obs.__dict__, "done": np.array([True, False])})
-    state = agent._state_for(ended)
-    assert state is not None
-    assert torch.equal(state[0], torch.zeros(16)) and torch.equal(state[1], carried[1])
+    agent.act(ended)
+    assert agent.acted_from is not None
+    assert torch.equal(agent.acted_from[0], torch.zeros(16))
+    assert torch.equal(agent.acted_from[1], carried[1])
+    # act_on leaves ending episodes to end_episodes: row 1 acts from its carried state.
+    carried = agent.state.clone()
+    agent.act_on(obs.take(np.array([1])), np.array([1]))
+    assert torch.equal(agent.acted_from[0], carried[1])
+    assert torch.equal(agent.state[0], carried[0]) and not torch.equal(agent.state[1], carried[1])
+    agent.end_episodes(np.array([False, True]))
+    assert torch.equal(agent.state[1], torch.zeros(16))
     agent.reset()
     assert agent.state is None
 
