@@ -23,7 +23,7 @@ from collections import deque
 import numpy as np
 import numpy.typing as npt
 
-from entityrl.env.vec_obs import VecCategoricalMask, VecObs, VecSelectEntityMask
+from entityrl.env.vec_obs import VecObs, VecSelectEntityMask
 from entityrl.envs.move_to_origin import THRUST
 from entityrl.envs.pick_matching_balls import NUM_COLORS
 from entityrl.envs.treasure_hunt import BOUND, MOVES
@@ -77,6 +77,8 @@ def _best_of_type(obs: VecObs, action: str, entity_type: str, scores: npt.NDArra
     """Each actor of a select-entity ``action`` picks the legal candidate of ``entity_type``
     with the highest score (``scores``: one per entity of that type, flattened)."""
     mask = obs.action_masks[action]
+    # Written for its environment's select-entity action, as the environment itself is: it
+    # reads the candidates, which only that kind's mask has.
     assert isinstance(mask, VecSelectEntityMask)
     # Entity indices within a row count the types before this one first.
     before = np.zeros(obs.num_rows, dtype=np.int64)
@@ -107,8 +109,7 @@ class TreasureHuntExpert:
     never onto a trap (breadth-first search over the board)."""
 
     def act(self, obs: VecObs) -> dict[str, RaggedArray]:
-        mask = obs.action_masks["move"]
-        assert isinstance(mask, VecCategoricalMask)
+        mask = obs.action_masks["move"]  # only its actors are read: any kind has them
         traps, treasure = obs.features["Trap"], obs.features["Treasure"]
         moves = np.zeros(mask.actors.items, dtype=np.int64)
         positions = obs.global_features.round().astype(np.int64)

@@ -34,12 +34,14 @@ import numpy.typing as npt
 from gymnasium import spaces
 
 from entityrl.env import (
+    Action,
     ActionSpace,
     Entity,
     GlobalCategoricalActionSpace,
     GlobalContinuousActionSpace,
     ObsSpace,
 )
+from entityrl.env.actions import kind_of
 from entityrl.ragged import RaggedArray
 
 Path = tuple[str | int, ...]
@@ -242,6 +244,15 @@ class ActionRule:
             name: GlobalCategoricalActionSpace([str(int(start) + i) for i in range(int(n))])
             for name, n, start in zip(names, sizes, starts, strict=True)
         }
+
+    def values(self, actions: Mapping[str, Action]) -> npt.NDArray[Any]:
+        """One environment's actions (one per action of :attr:`action_space`, as
+        ``Environment.act`` receives them) as the ``(1, values)`` row :meth:`decode` takes."""
+        row = [
+            kind_of(space).action_values(space, actions[name]).reshape(-1)
+            for name, space in self.action_space.items()
+        ]
+        return np.concatenate(row).reshape(1, -1)
 
     def decode(self, values: npt.NDArray[Any]) -> npt.NDArray[Any]:
         """``(batch, actions)`` choice indices (in :attr:`action_space` order), or ``(batch,

@@ -30,19 +30,15 @@ from entityrl.env import (
     ActionSpace,
     BatchedEnvironment,
     Batcher,
-    CategoricalActionSpace,
     Environment,
     EpisodeTracker,
-    GlobalCategoricalAction,
-    GlobalCategoricalActionSpace,
-    GlobalContinuousAction,
     Observation,
     ObsSpace,
-    VecCategoricalMask,
     VecEnv,
     VecObs,
 )
 from entityrl.env.actions import kind_of
+from entityrl.env.actions.kind import Options
 from entityrl.env.vec_env import check_actions
 from entityrl.interop.gym_spaces import ActionRule, ObservationRule, UnsupportedSpaceError
 from entityrl.ragged import RaggedArray
@@ -105,9 +101,8 @@ class GymnasiumEnvironment(Environment):
         return "  ".join(f"{n}={v:.3g}" for n, v in zip(names, self._last, strict=True))
 
     def act(self, actions: Mapping[str, Action]) -> Observation:
-        values = np.array([[_value(actions[name]) for name in self.action_rule.action_space]])
         obs, reward, terminated, truncated, _ = self.env.step(
-            self.action_rule.decode(values.reshape(1, -1))[0]
+            self.action_rule.decode(self.action_rule.values(actions))[0]
         )
         # Both flags: the task ended, so nothing is bootstrapped.
         return self._observe(
@@ -131,17 +126,6 @@ class GymnasiumEnvironment(Environment):
 
     def close(self) -> None:
         self.env.close()
-
-
-def _value(action: Action) -> int | npt.NDArray[np.float32]:
-    """A global action's choice index, or a global continuous action's values."""
-    if isinstance(action, GlobalCategoricalAction):
-        return action.index
-    if isinstance(action, GlobalContinuousAction):
-        return action.values
-    raise TypeError(
-        f"expected a GlobalCategoricalAction or GlobalContinuousAction, got {type(action).__name__}"
-    )
 
 
 class GymnasiumVecEnv(VecEnv):
@@ -331,13 +315,14 @@ class EntityGymnasiumEnv(gymnasium.Env[Any, Any]):
     ``observation="global"``, a plain Box of the global features alone, for environments whose
     observation is one fixed-size vector there (the survival world's ``raw`` and fixed-size
     observations, where the only entity is the actor): the entities are not observed and
-    ``max_entities`` is not needed. Actions: a global categorical action is a Discrete; a
-    categorical action taken by entities is a MultiDiscrete with one choice per entity row (all
-    types' rows in order; rows that do not act this step are ignored). An illegal choice is
-    replaced by the first legal one; in the Dict, ``<action>_mask`` (MultiBinary (rows,
-    choices), or (choices,) for a global action) marks the legal choices for masking trainers.
-    Select-entity actions have no counterpart here yet and are refused, as are entity actions
-    with the ``global`` observation.
+    ``max_entities`` is not needed. Actions whose kind picks from a fixed list of choices
+    (:meth:`~entityrl.env.actions.ActionKind.choices`): a global one (global categorical) is a
+    Discrete; one taken by entities (categorical) is a MultiDiscrete with one choice per entity
+    row (all types' rows in order; rows that do not act this step are ignored). An illegal
+    choice is replaced by the first legal one; in the Dict, ``<action>_mask`` (MultiBinary
+    (rows, choices), or (choices,) for a global action) marks the legal choices for masking
+    trainers. Other kinds (select-entity, continuous) have no counterpart here yet and are
+    refused, as are entity actions with the ``global`` observation.
     """
 
     metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 (Gymnasium's convention)
@@ -389,19 +374,21 @@ class EntityGymnasiumEnv(gymnasium.Env[Any, Any]):
             observation_spaces["global"] = globals_box
         action: dict[str, spaces.Space[Any]] = {}
         for name, action_space in self.env_actions.items():
-            if isinstance(action_space, GlobalCategoricalActionSpace):
-                action[name] = spaces.Discrete(len(action_space))
-                observation_spaces[f"{name}_mask"] = spaces.MultiBinary(len(action_space))
-            elif isinstance(action_space, CategoricalActionSpace) and not self.flat:
-                action[name] = spaces.MultiDiscrete([len(action_space)] * self.slots)
-                observation_spaces[f"{name}_mask"] = spaces.MultiBinary(
-                    (self.slots, len(action_space))
-                )
+            kind = kind_of(action_space)
+            choices = kind.choices(action_space)
+            if choices is not None and kind.global_actor:
+                action[name] = spaces.Discrete(len(choices))
+                observation_spaces[f"{name}_mask"] = spaces.MultiBinary(len(choices))
+            elif choices is not None and not self.flat:
+                action[name] = spaces.MultiDiscrete([len(choices)] * self.slots)
+                observation_spaces[f"{name}_mask"] = spaces.MultiBinary((self.slots, len(choices)))
             else:
                 raise UnsupportedSpaceError(
                     f"{self.name}: action {name!r}: {type(action_space).__name__} has no "
                     f"Gymnasium counterpart in this wrapper with observation={observation!r} "
-                    "(global categorical actions do, and categorical actions with 'dict')"
+                    "(actions that pick from a fixed list of choices do: global ones such as "
+                    "global categorical actions, and with 'dict' those of entities, such as "
+                    "categorical actions)"
                 )
         self.observation_space: spaces.Space[Any] = (
             globals_box if self.flat else spaces.Dict(observation_spaces)
@@ -430,19 +417,24 @@ class EntityGymnasiumEnv(gymnasium.Env[Any, Any]):
 
     def _choices(self, name: str, values: npt.NDArray[np.int64]) -> RaggedArray:
         """The choice of every actor of action ``name`` this step, read from the padded slots."""
-        assert self._batch is not None
-        mask = self._batch.action_masks[name]
-        assert isinstance(mask, VecCategoricalMask)
-        actors = mask.actors.data[:, 0]
-        if isinstance(self.env_actions[name], GlobalCategoricalActionSpace):
+        offered = self._options(name)
+        actors = np.asarray(offered.actors, dtype=np.int64)
+        if kind_of(self.env_actions[name]).global_actor:
             picked = np.repeat(values[:1], actors.size)
         else:
             picked = values[self._slot_of(actors)]
-        if mask.mask is not None:
-            legal = mask.mask.data
+        legal = offered.legal
+        if not legal.all():  # (a pick out of range is left for the VecEnv's check to name)
             illegal = ~legal[np.arange(picked.size), picked]
             picked[illegal] = legal[illegal].argmax(axis=1)
-        return RaggedArray(picked.astype(np.int64).reshape(-1, 1), mask.actors.lengths)
+        lengths = np.array([actors.size], dtype=np.int64)  # the batch's one row
+        return RaggedArray(picked.astype(np.int64).reshape(-1, 1), lengths)
+
+    def _options(self, name: str) -> Options:
+        """What the actors of action ``name`` may choose this step."""
+        assert self._batch is not None
+        space = self.env_actions[name]
+        return kind_of(space).options(space, self._batch.action_masks[name], 0)
 
     def _slot_of(self, entity_index: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         """The padded slot of each entity (entities indexed in the row, types in order)."""
@@ -473,21 +465,18 @@ class EntityGymnasiumEnv(gymnasium.Env[Any, Any]):
             out[name], out[f"{name}_mask"] = padded, present
         if batch.global_features.shape[1]:
             out["global"] = batch.global_features[0]
-        for name, space in self.env_actions.items():
-            out[f"{name}_mask"] = self._legal(name, len(space))  # type: ignore[arg-type]
+        for name in self.env_actions:
+            out[f"{name}_mask"] = self._legal(name)
         return out
 
-    def _legal(self, name: str, choices: int) -> npt.NDArray[np.int8]:
-        assert self._batch is not None
-        mask = self._batch.action_masks[name]
-        actors = mask.actors.data[:, 0]
-        legal = (
-            np.ones((actors.size, choices), dtype=np.bool_) if mask.mask is None else mask.mask.data
-        )
-        if isinstance(self.env_actions[name], GlobalCategoricalActionSpace):
-            return (legal[0] if actors.size else np.ones(choices, np.bool_)).astype(np.int8)
+    def _legal(self, name: str) -> npt.NDArray[np.int8]:
+        offered = self._options(name)
+        choices = len(offered.labels)
+        if kind_of(self.env_actions[name]).global_actor:
+            legal = offered.legal[0] if offered.actors else np.ones(choices, np.bool_)
+            return legal.astype(np.int8)
         out = np.zeros((self.slots, choices), dtype=np.int8)
-        out[self._slot_of(actors)] = legal
+        out[self._slot_of(np.asarray(offered.actors, dtype=np.int64))] = offered.legal
         return out
 
     def close(self) -> None:

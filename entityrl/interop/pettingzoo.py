@@ -110,13 +110,7 @@ class _PettingZooPlayers(MultiPlayerEnvironment):
 
     def _decode(self, chosen: Mapping[str, Action]) -> Any:
         """One agent's entityrl actions -> its PettingZoo action."""
-        values = []
-        for name in self._action_space:
-            action = chosen[name]
-            # A global categorical action's choice, or a Box's continuous values.
-            chosen_values = action.index if hasattr(action, "index") else action.values  # type: ignore[union-attr]
-            values.append(np.atleast_1d(chosen_values))
-        return self.action_rule.decode(np.concatenate(values).reshape(1, -1))[0]
+        return self.action_rule.decode(self.action_rule.values(chosen))[0]
 
     def _observe(
         self, agent: str, raw: Any, reward: float, done: bool, truncated: bool, acts: bool

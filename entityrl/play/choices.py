@@ -7,8 +7,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from entityrl.env.actions import kind_of
 from entityrl.env.spaces import ActionSpace
-from entityrl.env.vec_obs import VecCategoricalMask, VecContinuousMask, VecObs
+from entityrl.env.vec_obs import VecObs
 from entityrl.play.entities import ROW, RowEntities
 from entityrl.ragged import RaggedArray
 
@@ -46,33 +47,22 @@ def legal_turns(
     obs: VecObs, action_space: Mapping[str, ActionSpace], entities: RowEntities
 ) -> list[Turn]:
     """Every (action, actor) pair of row 0, in action-space order then actor order
-    (continuous actions left out: they have values, not choices)."""
+    (actions that are not discrete left out: they have values, not choices)."""
     turns: list[Turn] = []
     for name, mask in obs.action_masks.items():
-        actors = mask.actors[ROW][:, 0].tolist()
-        if not actors:
-            continue
-        if isinstance(mask, VecContinuousMask):
-            continue  # values, not choices: nothing to list or type
-        if isinstance(mask, VecCategoricalMask):
-            labels = action_space[name].choices  # type: ignore[union-attr]
-            legal = (
-                np.ones((len(actors), len(labels)), dtype=np.bool_)
-                if mask.mask is None
-                else mask.mask[ROW]
-            )
-            keys_and_labels = [(c, c, label) for c, label in enumerate(labels)]
+        space = action_space[name]
+        kind = kind_of(space)
+        if not mask.actors.lengths[ROW] or not kind.discrete:
+            continue  # nobody acts, or values rather than choices: nothing to list or type
+        offered = kind.options(space, mask, ROW)
+        if offered.entities is None:
+            keys_and_labels = [(c, c, label) for c, label in enumerate(offered.labels)]
         else:
-            actees = mask.actees[ROW][:, 0].tolist()
-            legal = (
-                np.ones((len(actors), len(actees)), dtype=np.bool_)
-                if mask.mask is None
-                else mask.mask[ROW].reshape(len(actors), len(actees))
-            )
             keys_and_labels = [
-                (actee, position, entities.describe(actee)) for position, actee in enumerate(actees)
+                (entity, position, entities.describe(entity))
+                for position, entity in enumerate(offered.entities)
             ]
-        for actor, actor_legal in zip(actors, legal, strict=True):
+        for actor, actor_legal in zip(offered.actors, offered.legal, strict=True):
             options = tuple(
                 Option(key, value, label)
                 for (key, value, label), ok in zip(keys_and_labels, actor_legal, strict=True)

@@ -12,7 +12,7 @@ from rich.text import Text
 
 from entityrl.env.actions import kind_of
 from entityrl.env.spaces import ActionSpace, ObsSpace
-from entityrl.env.vec_obs import VecContinuousMask, VecObs
+from entityrl.env.vec_obs import VecObs
 from entityrl.play.choices import Option, Turn, legal_turns, to_actions
 from entityrl.play.entities import RowEntities
 from entityrl.play.session import QuitGame
@@ -38,13 +38,13 @@ class HumanPlayer:
         stdin: TextIO | None = None,
         seed: int | None = None,
     ) -> None:
-        continuous = [
-            n for n, s in action_space.items() if kind_of(s).vec_mask is VecContinuousMask
-        ]
-        if continuous:
+        numeric = [(n, s) for n, s in action_space.items() if not kind_of(s).discrete]
+        if numeric:
+            name, space = numeric[0]
             raise ValueError(
-                f"action {continuous[0]!r} is continuous: a person plays categorical and "
-                "select-entity actions only (watch an agent instead: --agent or --random-agent)"
+                f"action {name!r} ({type(space).__name__}) takes numbers: a person picks "
+                "among options only, as in categorical and select-entity actions (watch an "
+                "agent instead: --agent or --random-agent)"
             )
         self.console = console
         self.obs_space = obs_space

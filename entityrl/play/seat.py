@@ -3,14 +3,14 @@
 :class:`OneSeat` shows one player's view of one game as a batch of one environment, so the
 terminal game loop (a person, or an agent being watched) works unchanged; the other seats are
 played by another :class:`~entityrl.training.players.Player` (a trained agent, or random
-moves). For the seated player an episode is the whole game: it may leave before the end and
-then watches the others finish.
+moves), whose state of each seat (a network's memory) is carried from step to step and starts
+afresh with the seat's episode, as in matches. For the seated player an episode is the whole
+game: it may leave before the end and then watches the others finish.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 
@@ -18,7 +18,7 @@ from entityrl.env.multiplayer_vec import PlayerVecEnv
 from entityrl.env.vec_env import VecEnv
 from entityrl.env.vec_obs import VecObs
 from entityrl.ragged import RaggedArray
-from entityrl.training.players import Player, merge_actions
+from entityrl.training.players import Player, PlayerStates, episode_over, merge_actions
 
 
 class OneSeat(VecEnv):
@@ -37,22 +37,24 @@ class OneSeat(VecEnv):
         self.mine = np.array([seat])
         self.theirs = np.array([r for r in range(env.num_envs) if r != seat])
         self._obs: VecObs | None = None
-        self._state: Any = None
+        self._states = PlayerStates(env.num_envs)
 
     def reset(self) -> VecObs:
-        self._state = self.others.initial_state(self.theirs)
+        self._states = PlayerStates(self.env.num_envs)
         self._obs = self.env.reset()
         return self._view(self._obs)
 
     def act(self, actions: Mapping[str, RaggedArray]) -> VecObs:
         if self._obs is None:
             raise RuntimeError("call reset() before act()")
-        theirs, self._state = self.others.act(self._obs.take(self.theirs), self._state)
+        theirs = self._states.act(self.others, self._obs.take(self.theirs), self.theirs)
         merged = merge_actions(
             [(self.mine, dict(actions)), (self.theirs, theirs)], self.env.num_envs
         )
-        self._obs = self.env.act(merged)
-        return self._view(self._obs)
+        after = self.env.act(merged)
+        self._states.restart(episode_over(self._obs, after))
+        self._obs = after
+        return self._view(after)
 
     def _view(self, obs: VecObs) -> VecObs:
         """The seat's row; done when the game ends, with the seat's metrics of the game."""

@@ -26,6 +26,9 @@ column                       Arrow type                             meaning
 ``done``                     bool                                   the step ended the episode
 ===========================  =====================================  ==============================
 
+An action's columns other than ``action/A`` hold its batched mask as its kind stores it
+(:meth:`~entityrl.env.actions.ActionKind.mask_columns`), the above for the built-in kinds; its
+kind also says how ``action/A`` is stored (:meth:`~entityrl.env.actions.ActionKind.value_column`).
 Entities are indexed in the observation space's type order, as in :class:`~entityrl.env.VecObs`.
 The schema's metadata holds the format name and version, the spaces (JSON, see
 :func:`~entityrl.env.space_data.spaces_to_data`) and the environment's name and arguments.
@@ -43,15 +46,11 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from entityrl.env.actions import kind_of
+from entityrl.env.actions.kind import Column
+from entityrl.env.rows import all_true
 from entityrl.env.space_data import spaces_from_data, spaces_to_data
-from entityrl.env.spaces import ActionSpace, ObsSpace, SelectEntityActionSpace
-from entityrl.env.vec_obs import (
-    VecActionMask,
-    VecCategoricalMask,
-    VecContinuousMask,
-    VecObs,
-    VecSelectEntityMask,
-)
+from entityrl.env.spaces import ActionSpace, ObsSpace
+from entityrl.env.vec_obs import VecActionMask, VecObs
 from entityrl.ragged import RaggedArray
 
 FORMAT = "entityrl-episodes"
@@ -87,18 +86,11 @@ def make_schema(header: Header) -> pa.Schema:
     globals_ = len(header.obs_space.global_features)
     fields.append(pa.field("global_features", pa.list_(pa.float32(), globals_)))
     for name, space in header.action_space.items():
-        fields.append(pa.field(f"actors/{name}", pa.list_(pa.int64())))
-        if _continuous(space):
-            values = pa.list_(pa.list_(pa.float32(), len(space)))
-            fields.append(pa.field(f"action/{name}", values))
-            continue
-        if isinstance(space, SelectEntityActionSpace):
-            fields.append(pa.field(f"actees/{name}", pa.list_(pa.int64())))
-            fields.append(pa.field(f"mask/{name}", pa.list_(pa.bool_())))
-        else:
-            choices = len(space)
-            fields.append(pa.field(f"mask/{name}", pa.list_(pa.list_(pa.bool_(), choices))))
-        fields.append(pa.field(f"action/{name}", pa.list_(pa.int64())))
+        for column, layout in _action_columns(space).items():
+            item = pa.from_numpy_dtype(layout.dtype)
+            if layout.width is not None:
+                item = pa.list_(item, layout.width)
+            fields.append(pa.field(f"{column}/{name}", pa.list_(item)))
     fields += [pa.field("reward", pa.float32()), pa.field("done", pa.bool_())]
     metadata = {
         _META_FORMAT: FORMAT,
@@ -150,38 +142,29 @@ def to_record_batch(
         columns.append(_list_of_rows(features))
         columns.append(_ids((ids or {}).get(name), rows))
         shown = obs.visible.get(name)
-        columns.append(_list_of_items(shown if shown is not None else _all_true(features.lengths)))
+        columns.append(
+            _list_of_items(shown if shown is not None else all_true(features.lengths, 1))
+        )
     columns.append(_fixed_rows(obs.global_features.astype(np.float32, copy=False)))
     for name, space in header.action_space.items():
-        mask = obs.action_masks[name]
-        columns.append(_list_of_items(mask.actors))
-        if _continuous(space):
-            columns.append(_list_of_rows(actions[name]))
-            continue
-        if isinstance(space, SelectEntityActionSpace):
-            assert isinstance(mask, VecSelectEntityMask)
-            columns.append(_list_of_items(mask.actees))
-            legal = mask.mask
-            if legal is None:
-                legal = _all_true(mask.actors.lengths * mask.actees.lengths)
-            columns.append(_list_of_items(legal))
-        else:
-            legal = mask.mask
-            if legal is None:
-                legal = _all_true(mask.actors.lengths, len(space))
-            columns.append(_list_of_rows(legal))
-        columns.append(_list_of_items(actions[name]))
+        arrays = {
+            **kind_of(space).mask_to_columns(space, obs.action_masks[name]),
+            "action": actions[name],
+        }
+        for column, layout in _action_columns(space).items():
+            ragged = arrays[column]
+            columns.append(
+                _list_of_items(ragged) if layout.width is None else _list_of_rows(ragged)
+            )
     columns += [pa.array(reward, pa.float32()), pa.array(done, pa.bool_())]
     return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
-def _continuous(space: ActionSpace) -> bool:
-    """Actions of ``space`` are rows of float32 values per actor (and have no mask)."""
-    return kind_of(space).vec_mask is VecContinuousMask
-
-
-def _all_true(lengths: npt.NDArray[np.int64], width: int = 1) -> RaggedArray:
-    return RaggedArray(np.ones((int(lengths.sum()), width), dtype=np.bool_), lengths)
+def _action_columns(space: ActionSpace) -> dict[str, Column]:
+    """The columns of one action, by name before the ``/``: its batched mask's (as its kind
+    stores it), then ``action``, the values."""
+    kind = kind_of(space)
+    return {**kind.mask_columns(space), "action": kind.value_column(space)}
 
 
 def _offsets(ragged: RaggedArray) -> pa.Array:
@@ -228,19 +211,12 @@ def to_vec_obs(header: Header, batch: pa.RecordBatch) -> tuple[VecObs, dict[str,
     masks: dict[str, VecActionMask] = {}
     actions: dict[str, RaggedArray] = {}
     for name, space in header.action_space.items():
-        actors = _ragged(batch.column(f"actors/{name}"))
-        if _continuous(space):
-            masks[name] = VecContinuousMask(actors)
-            actions[name] = _ragged(batch.column(f"action/{name}"), len(space))
-            continue
-        if isinstance(space, SelectEntityActionSpace):
-            legal = _ragged(batch.column(f"mask/{name}"))
-            actees = _ragged(batch.column(f"actees/{name}"))
-            masks[name] = VecSelectEntityMask(actors, actees, None if legal.data.all() else legal)
-        else:
-            legal = _ragged(batch.column(f"mask/{name}"), len(space))
-            masks[name] = VecCategoricalMask(actors, None if legal.data.all() else legal)
-        actions[name] = _ragged(batch.column(f"action/{name}"))
+        arrays = {
+            column: _ragged(batch.column(f"{column}/{name}"), layout.width)
+            for column, layout in _action_columns(space).items()
+        }
+        actions[name] = arrays.pop("action")
+        masks[name] = kind_of(space).mask_from_columns(space, arrays)
     obs = VecObs(
         features=features,
         global_features=global_features.astype(np.float32, copy=False),

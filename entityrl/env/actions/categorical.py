@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from entityrl.env.actions.kind import ActionKind, PerActorKind, Unbatching
+from entityrl.env.actions.kind import ActionKind, Column, Options, PerActorKind, Unbatching
 from entityrl.env.entities import EntityID
 from entityrl.env.rows import all_true, fill_rows, locate
 from entityrl.ragged import RaggedArray
@@ -103,6 +103,31 @@ class Choices(ActionKind):
     def from_data(self, data: Mapping[str, Any]) -> Any:
         return self.space(data["choices"])
 
+    def choices(self, space: Any) -> Sequence[str]:
+        return space.choices  # type: ignore[no-any-return]
+
+    def options(self, space: Any, mask: VecCategoricalMask, row: int) -> Options:
+        actors = mask.actors[row][:, 0].tolist()
+        legal = (
+            np.ones((len(actors), len(space)), dtype=np.bool_)
+            if mask.mask is None
+            else mask.mask[row]
+        )
+        return Options(actors, legal, labels=self.choices(space))
+
+    def mask_columns(self, space: Any) -> dict[str, Column]:
+        return {**super().mask_columns(space), "mask": Column(np.dtype(np.bool_), len(space))}
+
+    def mask_to_columns(self, space: Any, mask: VecCategoricalMask) -> dict[str, RaggedArray]:
+        legal = mask.mask if mask.mask is not None else all_true(mask.actors.lengths, len(space))
+        return {**super().mask_to_columns(space, mask), "mask": legal}
+
+    def mask_from_columns(
+        self, space: Any, columns: Mapping[str, RaggedArray]
+    ) -> VecCategoricalMask:
+        legal = columns["mask"]
+        return VecCategoricalMask(columns["actors"], None if legal.data.all() else legal)
+
     def check_values(self, name: str, space: Any, values: RaggedArray, mask: Any) -> None:
         super().check_values(name, space, values, mask)
         check_choices(name, values, mask, len(space))
@@ -127,6 +152,9 @@ class CategoricalKind(Choices, PerActorKind):
     space = CategoricalActionSpace
     mask = CategoricalActionMask
     action = CategoricalAction
+
+    def numbers(self, action: CategoricalAction) -> npt.ArrayLike:
+        return action.indices
 
     def unbatch(self, space: Any, values: RaggedArray, to: Unbatching) -> Iterator[tuple[int, Any]]:
         chosen = values.data[:, 0]

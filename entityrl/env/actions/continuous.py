@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from entityrl.env.actions.kind import ActionKind, PerActorKind, Unbatching
+from entityrl.env.actions.kind import ActionKind, Column, PerActorKind, Unbatching
 from entityrl.env.entities import EntityID
 from entityrl.env.rows import locate
 from entityrl.ragged import RaggedArray
@@ -112,9 +112,21 @@ class BoundedValues(ActionKind):
 
     vec_mask = VecContinuousMask
     dtype = np.dtype(np.float32)
+    discrete = False
 
     def width(self, space: Any) -> int:
         return len(space)
+
+    def value_column(self, space: Any) -> Column:
+        return Column(self.dtype, len(space))
+
+    def mask_from_columns(
+        self, space: Any, columns: Mapping[str, RaggedArray]
+    ) -> VecContinuousMask:
+        return VecContinuousMask(columns["actors"])
+
+    def numbers(self, action: Any) -> npt.ArrayLike:
+        return action.values  # type: ignore[no-any-return]
 
     def _per_actor(self, space: Any) -> str:
         return f"{len(space)} values per actor ({', '.join(space.dims)})"

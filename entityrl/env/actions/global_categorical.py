@@ -44,6 +44,9 @@ class GlobalCategoricalKind(Choices, GlobalKind):
     mask = GlobalCategoricalActionMask
     action = GlobalCategoricalAction
 
+    def numbers(self, action: GlobalCategoricalAction) -> npt.ArrayLike:
+        return action.index
+
     def mask_rows(self, mask: Any) -> Any:
         # A global mask is one row of choices: wrap it so it stacks like actor rows.
         return [mask]

@@ -4,8 +4,10 @@ An action kind is one class of action space (categorical, select-entity, continu
 everything the environment layer does with it: its mask in an observation, the batched mask
 in a :class:`~entityrl.env.vec_obs.VecObs`, the values a VecEnv takes for it (one row of
 :meth:`ActionKind.width` numbers of :attr:`ActionKind.dtype` per actor), how those values
-become the action handed to ``Environment.act``, the checks of all of these, and a random
-choice. The network's part (head and distribution) is in :mod:`entityrl.nn.heads`, keyed by
+become the action handed to ``Environment.act`` (and back: :meth:`ActionKind.action_values`),
+the checks of all of these, a random choice, what a person may pick from
+(:meth:`ActionKind.options`) and how batches of it are stored (:meth:`ActionKind.mask_columns`).
+The network's part (head and distribution) is in :mod:`entityrl.nn.heads`, keyed by
 the same space class, so that this layer never imports torch.
 """
 
@@ -28,6 +30,37 @@ class of the kind (in their order)."""
 
 
 @dataclass(frozen=True)
+class Column:
+    """How one ragged array of a kind's batched mask or values is stored outside a batch (in
+    recordings): numbers of ``dtype``, ``width`` of them per item, or one plain number per item
+    when ``width`` is None."""
+
+    dtype: np.dtype
+    width: int | None = None
+
+
+ENTITY_INDICES = Column(np.dtype(np.int64))
+"""One entity index (within its row) per item: the actors of every batched mask, the
+candidates of a select-entity one."""
+
+
+@dataclass(frozen=True)
+class Options:
+    """What the actors of one row may choose, for a person to pick from.
+
+    ``actors``: their entity indices in the row; ``legal``: bool ``(actors, options)``. Option
+    ``j`` is the value ``j`` a VecEnv takes. The options are the space's choices, named by
+    ``labels``; or, where ``entities`` is given, entities of the row (``entities[j]``, the
+    entity index of option ``j``: the candidates of a select-entity action).
+    """
+
+    actors: list[int]
+    legal: npt.NDArray[np.bool_]
+    labels: Sequence[str] = ()
+    entities: list[int] | None = None
+
+
+@dataclass(frozen=True)
 class Unbatching:
     """What turning one action's batched values into per-environment actions needs besides
     the values: the observations they answer, the action's name, the entity types in batch
@@ -41,8 +74,9 @@ class Unbatching:
 
 class ActionKind(ABC):
     """One kind of action. Subclasses name their classes and implement the hooks below; the
-    batcher, the VecEnvs, the validator, the random policy and the space descriptions of
-    checkpoints and recordings call nothing else."""
+    batcher, the VecEnvs, the validator, the random policy, the space descriptions of
+    checkpoints, recordings, the Gymnasium and PettingZoo adapters and the terminal player
+    call nothing else."""
 
     space: ClassVar[type]
     """The action space class (what ``Environment.action_space()`` returns per action)."""
@@ -56,6 +90,9 @@ class ActionKind(ABC):
     """Taken once per row, by the row's pseudo-entity (index = number of entities)."""
     dtype: ClassVar[np.dtype] = np.dtype(np.int64)
     """The dtype of the values a VecEnv takes for this kind."""
+    discrete: ClassVar[bool] = True
+    """Each actor picks one of a list of options (a choice, a candidate entity), which
+    :meth:`options` lists; False where the values are numbers (continuous kinds)."""
 
     def width(self, space: Any) -> int:
         """The number of values per actor a VecEnv takes."""
@@ -69,6 +106,61 @@ class ActionKind(ABC):
     @abstractmethod
     def from_data(self, data: Mapping[str, Any]) -> Any:
         """The inverse of :meth:`to_data`."""
+
+    def choices(self, space: Any) -> Sequence[str] | None:
+        """The labels of the fixed list every actor picks from (its value: the index of its
+        pick), or None where the options vary by row (candidate entities) or the values are
+        numbers."""
+        return None
+
+    def options(self, space: Any, mask: Any, row: int) -> Options:
+        """What the actors of row ``row`` of the batched ``mask`` may choose (kinds that are
+        :attr:`discrete`)."""
+        raise NotImplementedError(
+            f"{type(self).__name__} is discrete but does not list its options "
+            "(ActionKind.options), so nobody can pick from them"
+        )
+
+    # ---------------------------------------------------------------- stored batches
+    def mask_columns(self, space: Any) -> dict[str, Column]:
+        """The ragged arrays a batched mask is stored as (in recordings), by name, in order
+        (any name but ``action``, which holds the values)."""
+        return {"actors": ENTITY_INDICES}
+
+    def mask_to_columns(self, space: Any, mask: Any) -> dict[str, RaggedArray]:
+        """The arrays of :meth:`mask_columns` of a batched mask, every one present (a mask
+        that allows everything stored as all true)."""
+        return {"actors": mask.actors}
+
+    @abstractmethod
+    def mask_from_columns(self, space: Any, columns: Mapping[str, RaggedArray]) -> Any:
+        """The inverse of :meth:`mask_to_columns` (a mask that allows everything as None)."""
+
+    def value_column(self, space: Any) -> Column:
+        """How the values a VecEnv took are stored: one plain number per actor (the width of
+        1 of :meth:`width`), unless the kind says otherwise."""
+        return Column(self.dtype)
+
+    # ---------------------------------------------------------------- actions
+    def action_values(self, space: Any, action: Any) -> npt.NDArray[Any]:
+        """The values of ``action`` (of :attr:`action`, as ``Environment.act`` received it),
+        ``(actors, width)`` of :attr:`dtype`, as a VecEnv takes them: the inverse of
+        :meth:`unbatch` for one environment (continuous values as :meth:`to_env` clipped
+        them). TypeError for an action of another class."""
+        if not isinstance(action, self.action):
+            raise TypeError(
+                f"{type(self).__name__}: expected a {self.action.__name__}, got "
+                f"{type(action).__name__}"
+            )
+        return np.asarray(self.numbers(action), dtype=self.dtype).reshape(-1, self.width(space))
+
+    def numbers(self, action: Any) -> npt.ArrayLike:
+        """The numbers ``action`` holds, actor by actor (:meth:`action_values` shapes them).
+        Select-entity actions hold entity ids, not numbers, and do not implement it."""
+        raise NotImplementedError(
+            f"{type(self).__name__} does not say which numbers its actions hold "
+            "(ActionKind.numbers)"
+        )
 
     # ---------------------------------------------------------------- batching
     @abstractmethod

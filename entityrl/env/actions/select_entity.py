@@ -9,7 +9,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from entityrl.env.actions.kind import PerActorKind, Unbatching
+from entityrl.env.actions.kind import (
+    ENTITY_INDICES,
+    Column,
+    Options,
+    PerActorKind,
+    Unbatching,
+)
 from entityrl.env.entities import EntityID, named_entities
 from entityrl.env.rows import all_true, fill_rows, locate
 from entityrl.ragged import RaggedArray
@@ -90,6 +96,38 @@ class SelectEntityKind(PerActorKind):
 
     def from_data(self, data: Mapping[str, Any]) -> Any:
         return self.space()
+
+    def options(self, space: Any, mask: VecSelectEntityMask, row: int) -> Options:
+        actors = mask.actors[row][:, 0].tolist()
+        actees = mask.actees[row][:, 0].tolist()
+        legal = (
+            np.ones((len(actors), len(actees)), dtype=np.bool_)
+            if mask.mask is None
+            else mask.mask[row].reshape(len(actors), len(actees))
+        )
+        return Options(actors, legal, entities=actees)
+
+    def mask_columns(self, space: Any) -> dict[str, Column]:
+        # The flags are actor-major, a variable number per actor: one plain flag per item.
+        return {
+            **super().mask_columns(space),
+            "actees": ENTITY_INDICES,
+            "mask": Column(np.dtype(np.bool_)),
+        }
+
+    def mask_to_columns(self, space: Any, mask: VecSelectEntityMask) -> dict[str, RaggedArray]:
+        legal = mask.mask
+        if legal is None:
+            legal = all_true(mask.actors.lengths * mask.actees.lengths, 1)
+        return {**super().mask_to_columns(space, mask), "actees": mask.actees, "mask": legal}
+
+    def mask_from_columns(
+        self, space: Any, columns: Mapping[str, RaggedArray]
+    ) -> VecSelectEntityMask:
+        legal = columns["mask"]
+        return VecSelectEntityMask(
+            columns["actors"], columns["actees"], None if legal.data.all() else legal
+        )
 
     def batch_mask(self, space: Any, specs: Sequence[Any], index: Any) -> VecSelectEntityMask:
         actors = self.actors(specs, index)
