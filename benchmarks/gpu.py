@@ -41,9 +41,7 @@ def trainers(device: str, precisions: list[str], threads: int, steps: int) -> di
     found: dict[str, Run] = {}
     if device == "cpu":
         found["entityrl, kernels"] = ours(["device=cpu"])
-        found["entityrl, torch path"] = ours(
-            ["device=cpu", "ppo.fused_loss=false"], {"ENTITYRL_NO_KERNELS": "1"}
-        )
+        found["entityrl, torch path"] = ours(["device=cpu"], {"ENTITYRL_NO_KERNELS": "1"})
     else:
         for precision in precisions:
             found[f"entityrl, {precision}"] = ours(

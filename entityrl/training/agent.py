@@ -310,6 +310,7 @@ def evaluate(
         raise ValueError(f"max_steps must be >= 1, got {max_steps}")
     if isinstance(agent, Agent):
         agent.check_env(env)
+        agent.reset()  # the environments start new episodes: so does the agent's memory
     quota = np.full(env.num_envs, episodes // env.num_envs)
     quota[: episodes % env.num_envs] += 1
     counted = np.zeros(env.num_envs, dtype=np.int64)

@@ -81,13 +81,13 @@ def test_a_run_loads_on_the_device_asked_for(no_cuda: None, tmp_path: Path) -> N
 
 @pytest.mark.parametrize("env", ["CherryPick", "MultiSnake"])
 def test_the_torch_path_trains_like_the_kernels(tmp_path: Path, env: str) -> None:
-    # What a GPU runs (no C++ kernel, PPO's loss in torch) against the CPU's fast path, in
+    # What a GPU runs (no C++ kernel) against the CPU's fast path, in
     # float32: a few iterations end within float tolerance of each other.
     overrides = [*QUIET, "device=cpu", "net.precision=float32", "total_timesteps=1024",
                  "rollout.num_envs=8", "rollout.steps=32"]  # fmt: skip
     train(config=load_config(env, [*overrides, f"log.run_dir={tmp_path / 'kernels'}"]))
     with torch_path():
-        torch_run = [*overrides, "ppo.fused_loss=false", f"log.run_dir={tmp_path / 'torch'}"]
+        torch_run = [*overrides, f"log.run_dir={tmp_path / 'torch'}"]
         train(config=load_config(env, torch_run))
     fast, plain = (load_checkpoint(tmp_path / d)["model"] for d in ("kernels", "torch"))
     for name in fast:

@@ -78,9 +78,8 @@ def test_reaches_threshold(
 def test_torch_path_reaches_threshold(
     tmp_path: Path, name: str, overrides: list[str], episodes: int, threshold: float
 ) -> None:
-    # What runs on a GPU, or on a CPU without a compiler: no C++ kernel, PPO's loss in torch.
+    # What runs on a GPU, or on a CPU without a compiler: no C++ kernel.
     with torch_path():
-        overrides = [*overrides, "ppo.fused_loss=false"]
         assert trained_return(tmp_path, name, overrides, episodes) >= threshold
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import dataclasses
 
 import numpy as np
 import pytest
@@ -11,7 +10,6 @@ import torch
 
 from entityrl.algorithms.common.optimizer import FlatOptimizer
 from entityrl.algorithms.common.rollout import Minibatch
-from entityrl.algorithms.ppo.fused_loss import fused_ppo_terms
 from entityrl.algorithms.ppo.loss import ppo_terms, ppo_update
 from entityrl.envs import make_vec
 from entityrl.nn import RogueNet, RogueNetConfig
@@ -40,9 +38,8 @@ def test_recomputed_logprobs_match_the_rollout() -> None:
     out = net.evaluate(batch.obs, batch.actions)
     for name, head in out.heads.items():
         torch.testing.assert_close(head.logprob, batch.logprobs[name], atol=1e-5, rtol=1e-5)
-    for compute in (ppo_terms, fused_ppo_terms):
-        terms = compute(out, batch, PPOConfig())
-        assert abs(terms.approx_kl) < 1e-4 and terms.clipped == 0
+    terms = ppo_terms(out, batch, PPOConfig())
+    assert abs(terms.approx_kl) < 1e-4 and terms.clipped == 0
 
 
 def test_torch_terms_match_a_hand_computed_example() -> None:
@@ -73,66 +70,6 @@ def test_torch_terms_match_a_hand_computed_example() -> None:
     assert terms.clipped == 1
     kl = sum((r - 1) - np.log(r) for r in (1.5, 0.9, 1.0))
     assert terms.approx_kl == pytest.approx(kl, rel=1e-5)
-
-
-@pytest.mark.parametrize("clip_vloss", [True, False])
-def test_fused_terms_and_gradients_are_the_torch_terms(clip_vloss: bool) -> None:
-    net, rollout = rollout_of("MineSweeper", orbital_cannon=True, cooldown_period=1)
-    rows = np.arange(rollout.num_rows)
-    rng = np.random.default_rng(0)
-    batch = rollout.minibatch(rows, rng.normal(size=rows.shape[0]).astype(np.float32))
-    with torch.no_grad():
-        out = net.evaluate(batch.obs, batch.actions)
-    # Policies moved away from the rollout's, far enough that ratios leave the clip interval
-    # (both sides), and values likewise; exact ties (ratio 1) stay for rows left untouched.
-    heads = {}
-    for name, head in out.heads.items():
-        shift = torch.from_numpy(rng.choice([-0.5, 0.0, 0.05, 0.5], size=head.logprob.shape))
-        heads[name] = HeadOutput(head.actions, (head.logprob + shift.float()), head.entropy)
-    # Returns far from the rollout's values: moving the value toward them by more than the
-    # clip range makes the clipped error the larger one (whose gradient is then zero).
-    offsets = rng.choice([-2.0, -0.1, 0.1, 2.0], size=rows.shape[0])
-    batch = dataclasses.replace(batch, returns=batch.values + torch.from_numpy(offsets).float())
-    values = (
-        out.values
-        + torch.from_numpy(rng.choice([-1.0, 0.0, 0.1, 1.0], size=out.values.shape)).float()
-    )
-    cfg = PPOConfig(clip_vloss=clip_vloss)
-    weights = (0.01, -0.003, 0.02)
-
-    def leaves() -> PolicyOutput:
-        return PolicyOutput(
-            {
-                n: HeadOutput(
-                    h.actions,
-                    h.logprob.clone().requires_grad_(),
-                    h.entropy.clone().requires_grad_(),
-                )
-                for n, h in heads.items()
-            },
-            values.clone().requires_grad_(),
-        )
-
-    ours_out, theirs_out = leaves(), leaves()
-    terms = fused_ppo_terms(ours_out, batch, cfg)
-    terms.loss(*weights).backward()
-    reference = ppo_terms(theirs_out, batch, cfg)
-    reference.loss(*weights).backward()
-
-    fields = ("policy", "entropy", "value", "approx_kl", "clipped")
-    assert 0 < terms.clipped < sum(h.logprob.numel() for h in heads.values())
-    np.testing.assert_allclose(
-        [getattr(terms, f) for f in fields],
-        [getattr(reference, f) for f in fields],
-        rtol=1e-5,
-        atol=1e-4,
-    )
-    for name in heads:
-        for field in ("logprob", "entropy"):
-            ours = getattr(ours_out.heads[name], field).grad
-            theirs = getattr(theirs_out.heads[name], field).grad
-            torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-7)
-    torch.testing.assert_close(ours_out.values.grad, theirs_out.values.grad, rtol=1e-5, atol=1e-7)
 
 
 def test_micro_batches_give_the_same_update_as_one_batch() -> None:

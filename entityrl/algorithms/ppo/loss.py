@@ -17,7 +17,6 @@ from entityrl.algorithms.common.checks import require_positive
 from entityrl.algorithms.common.optimizer import FlatOptimizer, OptimConfig
 from entityrl.algorithms.common.reduce import Reducer
 from entityrl.algorithms.common.rollout import Minibatch, Rollout
-from entityrl.algorithms.ppo.fused_loss import fused_ppo_terms
 from entityrl.nn.rogue_net import PolicyOutput, RogueNet
 
 
@@ -52,9 +51,6 @@ class PPOConfig:
     """With net.memory: minibatches hold whole chunks of this many consecutive steps of one
     environment, replayed from the state stored at each chunk's start (truncated
     back-propagation through time); it must divide rollout.steps (0: rollout.steps)."""
-    fused_loss: bool | None = None
-    """Compute the loss and its gradients in numpy (entityrl.algorithms.ppo.fused_loss; CPU only) instead
-    of plain torch (null: on the CPU)."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.gamma <= 1:
@@ -94,8 +90,9 @@ def ppo_terms(out: PolicyOutput, batch: Minibatch, cfg: PPOConfig) -> PPOTerms:
     Per actor, with the row's advantage ``A`` and ``r = exp(logprob - old logprob)``:
     ``policy = max(-A r, -A clip(r, 1 - c, 1 + c))``; per row, ``value = (v - R)^2 / 2``, or
     with value clipping ``max((v - R)^2, (V + clip(v - V, -c, c) - R)^2) / 2`` (``V``: the
-    rollout's estimate). Plain torch on any device; :mod:`entityrl.algorithms.ppo.fused_loss` computes
-    the same in numpy on the CPU.
+    rollout's estimate). Plain torch on any device: the only copy of PPO's loss (a numpy copy
+    with hand-written gradients won 0-9% of end-to-end samples/s on the CPU, too little to keep
+    two; RESULTS.md, "PPO loss").
     """
     c = cfg.clip_coef
     zero = out.values.new_zeros(())
@@ -159,7 +156,6 @@ def ppo_update(
     and gradients so that every process takes the same step as one process with all the data.
     """
     reducer = reducer or Reducer()
-    fused = ppo.fused_loss if ppo.fused_loss is not None else net.device.type == "cpu"
     totals = dict.fromkeys((*STATS, "grad_norm"), 0.0)
     updates = epochs = 0
     bs = optim.bs // reducer.world_size
@@ -185,7 +181,7 @@ def ppo_update(
                 part = slice(micro, micro + micro_bs)
                 batch = rollout.minibatch(rows[part], advantages[part], seq_len).to(net.device)
                 out = net.evaluate(batch.obs, batch.actions, batch.sequences)
-                terms = fused_ppo_terms(out, batch, ppo) if fused else ppo_terms(out, batch, ppo)
+                terms = ppo_terms(out, batch, ppo)
                 terms.loss(1 / n_actors, -ent_coef / n_actors, ppo.vf_coef / n_rows).backward()
                 local += [
                     terms.policy / n_actors,
