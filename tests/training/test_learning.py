@@ -17,7 +17,9 @@ QUIET = ["log.tensorboard=false", "log.progress=false", "seed=1"]
 # (config, extra overrides, evaluation episodes, lowest mean return accepted)
 CASES = [
     ("xor", [], 400, 0.95),
-    ("count", [], 400, 0.95),
+    # Seeds 1-8 of the shipped config: 0.94-1.0 with PPO's torch loss (the numpy copy it
+    # replaced: 0.33-1.0, one seed stalled); a lone seed moves by a few hundredths.
+    ("count", [], 400, 0.9),
     ("multi_armed_bandit", [], 100, 0.95),
     ("not_hotdog", [], 400, 0.99),
     ("rock_paper_scissors", [], 2000, 0.9),
