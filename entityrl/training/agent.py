@@ -93,6 +93,8 @@ class Agent:
         self.state: torch.Tensor | None = None
         # The states the rows of the last act_on call acted from.
         self.acted_from: torch.Tensor | None = None
+        # Multi-player games: the rows whose seat was out of play at the last act call.
+        self.out_of_play: npt.NDArray[np.bool_] | None = None
 
     @property
     def obs_space(self) -> ObsSpace:
@@ -128,9 +130,14 @@ class Agent:
                 f"{sorted(self.action_space)} (in one but not the other: {unknown})"
             )
         if self.state is not None and self.state.shape[0] != obs.num_rows:
-            self.state = None
-        self.end_episodes(obs.done)
-        return self.act_on(obs).actions(obs)
+            self.state, self.out_of_play = None, None
+        # In a multi-player game a row's episode also starts after a step its seat was out of
+        # play (its game restarting, or its player joining).
+        ended = obs.done if self.out_of_play is None else obs.done | self.out_of_play
+        self.end_episodes(ended)
+        actions = self.act_on(obs).actions(obs)
+        self.out_of_play = None if obs.active is None else ~obs.active
+        return actions
 
     def act_on(self, obs: VecObs, rows: npt.NDArray[np.int64] | None = None) -> PolicyOutput:
         """The policy's output for ``obs``, which holds the agent's rows ``rows`` (None: all
@@ -160,7 +167,7 @@ class Agent:
 
     def reset(self) -> None:
         """Forget the rows' states (net.memory): the next observation starts new episodes."""
-        self.state = None
+        self.state, self.out_of_play = None, None
 
     def check_env(self, env: VecEnv) -> None:
         """Raise :class:`AgentError` naming every difference between the spaces the agent was

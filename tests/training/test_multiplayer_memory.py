@@ -19,7 +19,7 @@ from entityrl.env.vec_obs import VecObs
 from entityrl.envs import make_vec
 from entityrl.nn.rogue_net import RogueNet, RogueNetConfig
 from entityrl.ragged import RaggedArray
-from entityrl.training import Trainer, load_config
+from entityrl.training import Agent, Trainer, load_config
 from entityrl.training.checkpoint import load_checkpoint
 from entityrl.training.match import play_group, play_match
 from entityrl.training.player_sampler import PlayerSampler
@@ -129,6 +129,25 @@ def test_each_seat_s_state_is_carried_and_starts_afresh_with_its_episode(
         # The opponent's rows: their games' ends are those of the learner's row (one a game).
         theirs = np.flatnonzero(alternating_seats(env, recorder).owner >= 0)
         recorder.check(game_over[:, theirs // len(env.players)])
+
+
+@pytest.mark.parametrize("game", list(GAMES))
+def test_an_agent_starts_each_seat_afresh_with_its_episode(game: str) -> None:
+    """Evaluation and play act through Agent.act: a seat's state starts afresh where its
+    episode does, also after steps out of play."""
+    env = PlayerVecEnv(GAMES[game], num_games=4, seed=0)
+    agent = Agent(network(env, 0), seed=0)
+    obs = env.reset()
+    seen, states, game_over = [], [], []
+    for _ in range(10):
+        actions = agent.act(obs)
+        assert agent.acted_from is not None
+        seen.append(obs)
+        states.append(agent.acted_from.clone())
+        obs = env.act(actions)
+        game_over.append(obs.game_over)
+    active = np.stack([o.active for o in seen])  # type: ignore[misc]
+    check_states(agent.net, seen, states, active, np.stack(game_over))  # type: ignore[arg-type]
 
 
 def test_chunks_replay_the_states_of_seats_that_left_and_restarted() -> None:
