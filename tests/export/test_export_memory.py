@@ -14,7 +14,7 @@ import torch
 from env.strategies import observations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from torch_reference import sharpened, torch_decision, untrained_agent
+from torch_reference import recall_episodes, sharpened, torch_decision, untrained_agent
 
 from entityrl.env import (
     Batcher,
@@ -34,22 +34,6 @@ from entityrl.training.agent import Agent
 ort = pytest.importorskip("onnxruntime", reason="exporting needs the 'export' extra")
 
 TOLERANCE = 1e-5
-
-
-def recall_episodes(seeds: range, delay: int = 3) -> list[list[Observation]]:
-    """The observations the policy acts on in Recall episodes (the final one, after the
-    answer, excluded), one episode per seed. What the policy answers does not change them."""
-    env = Recall(delay=delay)
-    episodes = []
-    for seed in seeds:
-        env.seed(seed)
-        obs = env.reset()
-        episode = []
-        while not obs.done:
-            episode.append(obs)
-            obs = env.act({})
-        episodes.append(episode)
-    return episodes
 
 
 def assert_decides_as_torch_step_by_step(

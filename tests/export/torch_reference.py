@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from entityrl.env import ActionSpace, Batcher, Observation, ObsSpace
+from entityrl.envs import Recall
 from entityrl.nn.kernels.build import torch_path
 from entityrl.nn.rogue_net import RogueNet, RogueNetConfig
 from entityrl.training.agent import Agent
@@ -89,3 +90,19 @@ def torch_decision(
 def mask_width(mask: object) -> int:
     """Candidates of the first row of a select-entity mask."""
     return int(mask.actees.lengths[0])  # type: ignore[attr-defined]
+
+
+def recall_episodes(seeds: range, delay: int = 3) -> list[list[Observation]]:
+    """The observations the policy acts on in Recall episodes (the final one, after the
+    answer, excluded), one episode per seed. What the policy answers does not change them."""
+    env = Recall(delay=delay)
+    episodes = []
+    for seed in seeds:
+        env.seed(seed)
+        obs = env.reset()
+        episode = []
+        while not obs.done:
+            episode.append(obs)
+            obs = env.act({})
+        episodes.append(episode)
+    return episodes

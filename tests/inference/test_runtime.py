@@ -11,10 +11,11 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+from export.torch_reference import recall_episodes
 
 from entityrl.cli.main import main
 from entityrl.env import Batcher, EnvValidationError, Observation
-from entityrl.envs import MineSweeper, Recall
+from entityrl.envs import MineSweeper
 from entityrl.inference import OnnxPolicy, PolicyFileError, load, signature
 from entityrl.training import load_agent, train
 
@@ -245,22 +246,6 @@ def memory_model(memory_run: Path) -> Path:
     return memory_run / "memory.onnx"
 
 
-def recall_episodes(seeds: range) -> list[list[Observation]]:
-    """The observations a policy acts on in Recall episodes (not the final one), one episode
-    per seed; answers do not change them."""
-    env = Recall(delay=RECALL_DELAY)
-    episodes = []
-    for seed in seeds:
-        env.seed(seed)
-        obs = env.reset()
-        episode = []
-        while not obs.done:
-            episode.append(obs)
-            obs = env.act({})
-        episodes.append(episode)
-    return episodes
-
-
 def test_export_of_a_memory_run_declares_its_state(memory_model: Path) -> None:
     props = {p.key: p.value for p in onnx.load(memory_model).metadata_props}
     assert json.loads(props[signature.STATE_KEY]) == {"size": 16, "initial": "zeros"}
@@ -277,7 +262,7 @@ def test_the_runtime_carries_and_resets_the_state_as_the_trained_agent(
     agent = load_agent(memory_run, deterministic=True)
     policy = load(memory_model, deterministic=True)
     batcher = Batcher(agent.obs_space, agent.action_space)
-    for e, episode in enumerate(recall_episodes(range(6))):
+    for e, episode in enumerate(recall_episodes(range(6), RECALL_DELAY)):
         agent.reset()
         if e % 2 == 0:
             policy.reset()
@@ -293,7 +278,7 @@ def test_decide_and_act_are_steps_of_the_episode(memory_model: Path) -> None:
     """Each call is the episode's next step: another policy deciding the same observations
     decides and keeps the same states; new_episode starts over from the first step's state,
     and a call without it goes on from the last state instead."""
-    episode = recall_episodes(range(1))[0]
+    episode = recall_episodes(range(1), RECALL_DELAY)[0]
     policy = load(memory_model)
     first = policy.decide(episode[0])
     state = policy.state
@@ -313,7 +298,7 @@ def test_act_batch_carries_one_state_per_observation(memory_model: Path) -> None
     """Two rows of episodes, batched, the second row's episode ending first: row by row the
     same actions and states as two policies each playing one row, with new_episode flagging
     the row whose episode starts."""
-    a, b, c, d = recall_episodes(range(4))
+    a, b, c, d = recall_episodes(range(4), RECALL_DELAY)
     calls = [
         ([a[0], b[0]], [True, True]),
         ([a[1], b[1]], False),
@@ -337,7 +322,7 @@ def test_act_batch_carries_one_state_per_observation(memory_model: Path) -> None
 def test_episodes_that_do_not_continue_are_refused_naming_the_counts(memory_model: Path) -> None:
     """A call of another number of observations continues no episode of the last call: it
     must say they are new; a refused call keeps the states."""
-    a, b = recall_episodes(range(2))
+    a, b = recall_episodes(range(2), RECALL_DELAY)
     policy = load(memory_model)
     policy.act_batch([a[0], b[0]])
     state = policy.state
