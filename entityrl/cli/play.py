@@ -21,6 +21,7 @@ from entityrl.cli.arguments import (
 )
 from entityrl.env import RandomPolicy, VecEnv, VecObs
 from entityrl.env.multiplayer_vec import PlayerVecEnv
+from entityrl.env.stacking import stacking
 from entityrl.envs import make_vec
 from entityrl.play import Controller, HumanPlayer, make_console, play
 from entityrl.ragged import RaggedArray
@@ -97,7 +98,9 @@ def run(args: argparse.Namespace) -> int:
         kwargs = parse_kwargs(args.kwargs)
         if args.kwargs is None and agent is not None and agent.config.env.id == args.env:
             kwargs = dict(agent.config.env.kwargs)
-        env = make_vec(args.env, 1, seed=args.seed, **kwargs)
+        # An agent trained on stacked observations (env.stack) sees them stacked here too.
+        stack = 1 if agent is None else agent.config.env.stack
+        env = make_vec(args.env, 1, seed=args.seed, wrap=stacking(stack), **kwargs)
         if isinstance(env, PlayerVecEnv):
             env, agent = _seated(env, agent, args), None
         elif args.seat is not None:

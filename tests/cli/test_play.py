@@ -26,6 +26,7 @@ from entityrl.env import (
 )
 from entityrl.envs import names
 from entityrl.play import HumanPlayer, make_console, play
+from entityrl.training import train
 
 # The subprocess tests run the command from the checkout, installed or not.
 REPO = Path(__file__).resolve().parents[2]
@@ -276,3 +277,15 @@ def test_a_person_plays_one_seat_against_random_moves(monkeypatch, capsys):
     assert code == 0, err
     assert out.count("throw: Player #0 -> paper") == 2
     assert re.search(r"2 steps, 2 episodes ended, mean return -?\d", out)
+
+
+def test_an_agent_trained_on_stacked_observations_plays(tmp_path, monkeypatch, capsys):
+    run_dir = tmp_path / "stacked"
+    overrides = ["env.stack=2", "rollout.num_envs=4", "rollout.steps=8", "total_timesteps=32",
+                 "net.d_model=8", "net.n_head=1", "optim.bs=32", "torch_threads=1",
+                 "log.tensorboard=false", "log.progress=false", f"log.run_dir={run_dir}"]  # fmt: skip
+    train("MoveToOrigin", overrides=overrides)
+    args = ["MoveToOrigin", "--agent", str(run_dir), "--steps", "3", "--delay", "0"]
+    code, out, err = run_cli(monkeypatch, capsys, args, "")
+    assert code == 0, err
+    assert out.count("step ") >= 3
