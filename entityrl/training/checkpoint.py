@@ -4,16 +4,26 @@
 model and optimizer state, config, step, RNG states, the spaces the network was built for, and
 the environments' own state (to continue episodes exactly where they were), pickled into a
 bytes field that is unpickled only when resuming. One file, written atomically: no crash can
-pair a model with environments of another iteration. (Checkpoints of earlier versions kept
-the environments' state in ``env_state.pkl`` beside it; they still resume.) A checkpoint with
-a non-finite number in its model or optimizer state is refused rather than written.
+pair a model with environments of another iteration. A checkpoint with a non-finite number in
+its model or optimizer state is refused rather than written.
+
+Unpickling runs whatever code the pickle names, and run directories are shared. So the
+environments' state is signed when it is written (HMAC-SHA256 with a secret kept in the
+user's cache directory, :func:`machine_key`) and unpickled on resume only if the signature
+verifies: a run directory written by another user, on another machine, or changed since,
+resumes with new episodes and a warning (:class:`UnverifiedStateWarning`), its environment
+state never unpickled. (Checkpoints of earlier versions, unsigned, with the state in
+``env_state.pkl`` or in the checkpoint, resume the same way.)
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 import pickle
 import tempfile
+import warnings
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -30,8 +40,12 @@ VERSION = 1
 CHECKPOINT_FILE = "checkpoint.pt"
 ZIP_MAGIC = b"PK\x03\x04"  # how a zip archive, which torch.save writes, begins
 ENV_STATE_KEY = "env_state"
+ENV_STATE_MAC_KEY = "env_state_mac"
 ENV_STATE_FILE = "env_state.pkl"
 """Where checkpoints of earlier versions kept the environments' state."""
+KEY_FILE_VARIABLE = "ENTITYRL_KEY_FILE"
+"""Names the file holding the secret that signs environment states (see :func:`machine_key`)."""
+KEY_BYTES = 32
 REQUIRED = (
     "format",
     "version",
@@ -47,6 +61,45 @@ REQUIRED = (
 
 class CheckpointError(ValueError):
     """A checkpoint is missing, unreadable, or does not fit what it is loaded into."""
+
+
+class UnverifiedStateWarning(UserWarning):
+    """A checkpoint's environment state was not signed by this user's key (another machine,
+    another user, an earlier version, or a changed file): it is not unpickled."""
+
+
+def machine_key() -> bytes:
+    """The secret that signs the environments' state in checkpoints: ``KEY_BYTES`` random
+    bytes in ``$ENTITYRL_KEY_FILE``, else ``~/.cache/entityrl/checkpoint.key``, made on first
+    use, readable by its owner only."""
+    path = Path(
+        os.environ.get(KEY_FILE_VARIABLE) or Path.home() / ".cache" / "entityrl" / "checkpoint.key"
+    )
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(os.urandom(KEY_BYTES))
+            # A link is made whole or not at all, and never over a key another process made.
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+        finally:
+            Path(tmp).unlink(missing_ok=True)
+    key = path.read_bytes()
+    if len(key) != KEY_BYTES:
+        raise CheckpointError(
+            f"{path}: expected a key of {KEY_BYTES} bytes for signing checkpoints, found "
+            f"{len(key)} (delete the file to make a new one; checkpoints signed with the old "
+            "key then resume with new episodes)"
+        )
+    return key
+
+
+def sign(data: bytes) -> str:
+    """The signature of an environment state under this user's :func:`machine_key`."""
+    return hmac.new(machine_key(), data, hashlib.sha256).hexdigest()
 
 
 def atomic_write(path: Path, write: Callable[[Any], None], mode: str = "wb") -> None:
@@ -81,7 +134,8 @@ def save_checkpoint(
     packed = (
         None if env_state is None else torch.frombuffer(bytearray(env_state), dtype=torch.uint8)
     )
-    data = {"format": FORMAT, "version": VERSION, **state, ENV_STATE_KEY: packed}
+    data = {"format": FORMAT, "version": VERSION, **state, ENV_STATE_KEY: packed,
+            ENV_STATE_MAC_KEY: None if env_state is None else sign(env_state)}  # fmt: skip
     atomic_write(path, lambda f: torch.save(data, f))
     # An environment state of an earlier version would no longer match the checkpoint.
     (directory / ENV_STATE_FILE).unlink(missing_ok=True)
@@ -178,7 +232,9 @@ def _reason(err: BaseException) -> str:
 
 def load_env_states(directory: Path, saved: dict[str, Any]) -> list[bytes] | None:
     """The environments' saved state, one entry per training process, from the checkpoint
-    ``saved`` (read from ``directory``); None if the environments could not save theirs."""
+    ``saved`` (read from ``directory``); None if the environments could not save theirs, or
+    if the state is not signed by this user's key (then it is not unpickled, and an
+    :class:`UnverifiedStateWarning` says so)."""
     if ENV_STATE_KEY in saved:
         data, where = saved[ENV_STATE_KEY], directory / CHECKPOINT_FILE
         if isinstance(data, torch.Tensor):
@@ -188,12 +244,21 @@ def load_env_states(directory: Path, saved: dict[str, Any]) -> list[bytes] | Non
         data = where.read_bytes() if where.exists() else None
     if data is None:
         return None
+    signature = saved.get(ENV_STATE_MAC_KEY)
+    if not isinstance(signature, str) or not hmac.compare_digest(signature, sign(data)):
+        warnings.warn(
+            f"{where}: the environments' saved state was not written by this user on this "
+            "machine, or was changed since; it is not loaded (unpickling it could run any "
+            "code), and the environments start new episodes",
+            UnverifiedStateWarning,
+            stacklevel=2,
+        )
+        return None
     try:
         states = pickle.loads(data)
     except Exception as err:  # whatever unpickling garbage raises
         raise CheckpointError(
-            f"{where}: the environments' saved state is unreadable (corrupt or truncated "
-            f"file?): {type(err).__name__}: {err}"
+            f"{where}: the environments' saved state is unreadable: {type(err).__name__}: {err}"
         ) from None
     if not isinstance(states, list):
         raise CheckpointError(f"{where}: the environments' saved state is not ours")

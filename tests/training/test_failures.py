@@ -82,7 +82,9 @@ def test_a_checkpoint_holds_the_environments_state_of_its_own_step(tmp_path: Pat
 
 
 @pytest.mark.parametrize("where", ["in the checkpoint", "beside it (earlier versions)"])
-def test_an_unreadable_environment_state_is_refused_in_one_line(tmp_path: Path, where: str) -> None:
+def test_a_changed_environment_state_is_not_unpickled_and_the_run_goes_on(
+    tmp_path: Path, where: str
+) -> None:
     run = tmp_path / "run"
     Trainer(config(run)).run()
     saved = torch.load(run / "checkpoint.pt", weights_only=True)
@@ -90,23 +92,37 @@ def test_an_unreadable_environment_state_is_refused_in_one_line(tmp_path: Path, 
     truncated = state[: len(state) // 2]
     if where == "in the checkpoint":
         saved[ckpt.ENV_STATE_KEY] = truncated
-    else:
-        (run / ckpt.ENV_STATE_FILE).write_bytes(truncated.numpy().tobytes())
+    else:  # an earlier version's file: never signed
+        del saved[ckpt.ENV_STATE_MAC_KEY]
+        (run / ckpt.ENV_STATE_FILE).write_bytes(state.numpy().tobytes())
     torch.save(saved, run / "checkpoint.pt")
-    with pytest.raises(ckpt.CheckpointError, match="the environments' saved state is unreadable"):
-        Trainer(config(run), resume=run)
+    with pytest.warns(ckpt.UnverifiedStateWarning, match="start new episodes"):
+        resumed = Trainer(config(run, "total_timesteps=256"), resume=run)
+    assert resumed.step == 192  # the model, optimizer and step are restored
+    assert resumed.run().steps == 256
 
 
-def test_a_checkpoint_of_an_earlier_version_resumes_with_its_environment_state(
-    tmp_path: Path,
-) -> None:
+def test_a_crafted_environment_state_never_runs(tmp_path: Path) -> None:
+    """Unpickling runs code: a run directory from elsewhere must not get to run any."""
     run = tmp_path / "run"
     Trainer(config(run)).run()
+    marker = tmp_path / "ran"
+
+    class Payload:
+        def __reduce__(self):
+            return (marker.write_text, ("pwned",))
+
     saved = torch.load(run / "checkpoint.pt", weights_only=True)
-    (run / ckpt.ENV_STATE_FILE).write_bytes(saved.pop(ckpt.ENV_STATE_KEY).numpy().tobytes())
+    crafted = pickle.dumps([Payload()])
+    saved[ckpt.ENV_STATE_KEY] = torch.frombuffer(bytearray(crafted), dtype=torch.uint8)
+    saved[ckpt.ENV_STATE_MAC_KEY] = "0" * 64  # a signature made without this user's key
     torch.save(saved, run / "checkpoint.pt")
-    states = ckpt.load_env_states(run, ckpt.load_checkpoint(run))
-    assert states is not None and pickle.loads(pickle.dumps(states)) == states
+    with pytest.warns(ckpt.UnverifiedStateWarning):
+        Trainer(config(run, "total_timesteps=256"), resume=run).run()
+    assert not marker.exists()
+    # The same bytes signed with this user's key are trusted (and would run): the key is
+    # what keeps other people's pickles out.
+    assert ckpt.sign(crafted) != "0" * 64
 
 
 def poison_after(iterations: int, poison):
