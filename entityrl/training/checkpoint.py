@@ -102,6 +102,13 @@ def sign(data: bytes) -> str:
     return hmac.new(machine_key(), data, hashlib.sha256).hexdigest()
 
 
+def _verifies(signature: str, data: bytes) -> bool:
+    try:
+        return hmac.compare_digest(signature, sign(data))
+    except OSError:  # no key here: nothing can verify
+        return False
+
+
 def atomic_write(path: Path, write: Callable[[Any], None], mode: str = "wb") -> None:
     """Write through a temporary file in the same directory, then rename over ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -134,8 +141,20 @@ def save_checkpoint(
     packed = (
         None if env_state is None else torch.frombuffer(bytearray(env_state), dtype=torch.uint8)
     )
+    signature = None
+    if env_state is not None:
+        try:
+            signature = sign(env_state)
+        except OSError as err:  # no key can be made (a read-only home directory, say)
+            warnings.warn(
+                f"cannot make the key that signs the environments' state ({err}; set "
+                f"{KEY_FILE_VARIABLE} to a writable file): this run will resume with new "
+                "episodes",
+                UnverifiedStateWarning,
+                stacklevel=2,
+            )
     data = {"format": FORMAT, "version": VERSION, **state, ENV_STATE_KEY: packed,
-            ENV_STATE_MAC_KEY: None if env_state is None else sign(env_state)}  # fmt: skip
+            ENV_STATE_MAC_KEY: signature}  # fmt: skip
     atomic_write(path, lambda f: torch.save(data, f))
     # An environment state of an earlier version would no longer match the checkpoint.
     (directory / ENV_STATE_FILE).unlink(missing_ok=True)
@@ -245,7 +264,7 @@ def load_env_states(directory: Path, saved: dict[str, Any]) -> list[bytes] | Non
     if data is None:
         return None
     signature = saved.get(ENV_STATE_MAC_KEY)
-    if not isinstance(signature, str) or not hmac.compare_digest(signature, sign(data)):
+    if not isinstance(signature, str) or not _verifies(signature, data):
         warnings.warn(
             f"{where}: the environments' saved state was not written by this user on this "
             "machine, or was changed since; it is not loaded (unpickling it could run any "

@@ -102,6 +102,20 @@ def test_a_changed_environment_state_is_not_unpickled_and_the_run_goes_on(
     assert resumed.run().steps == 256
 
 
+def test_without_a_key_the_run_trains_and_resumes_with_new_episodes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    not_a_directory = tmp_path / "file"
+    not_a_directory.write_text("")
+    monkeypatch.setenv(ckpt.KEY_FILE_VARIABLE, str(not_a_directory / "key"))  # cannot be made
+    run = tmp_path / "run"
+    with pytest.warns(ckpt.UnverifiedStateWarning, match="cannot make the key"):
+        Trainer(config(run)).run()
+    with pytest.warns(ckpt.UnverifiedStateWarning, match="start new episodes"):
+        resumed = Trainer(config(run, "total_timesteps=256"), resume=run)
+    assert resumed.step == 192
+
+
 def test_a_crafted_environment_state_never_runs(tmp_path: Path) -> None:
     """Unpickling runs code: a run directory from elsewhere must not get to run any."""
     run = tmp_path / "run"
