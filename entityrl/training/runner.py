@@ -167,6 +167,18 @@ class Trainer:
         self.run_dir = (
             Path(resume) if resume else Path(config.log.run_dir or default_run_dir(config))
         )
+        # One trainer at a time in a run directory: rank 0 holds its lock until the run ends.
+        self.lock = run_dirs.RunLock(self.run_dir) if self.rank == 0 else None
+        try:
+            self._set_up(env, resume)
+        except BaseException:
+            self._release()
+            raise
+
+    def _set_up(self, env: EnvSource | None, resume: str | Path | None) -> None:
+        """The run's pieces (environments, network, algorithm, log), restored from the
+        checkpoint when resuming."""
+        config = self.config
         if not resume and self.rank == 0:
             run_dirs.refuse_existing_run(self.run_dir)
         saved = ckpt.load_checkpoint(self.run_dir) if resume else None
@@ -229,6 +241,10 @@ class Trainer:
                 resume_step=self.step if saved is not None else None,
             )
             ckpt.atomic_write(self.run_dir / "config.yaml", lambda f: f.write(to_yaml(config)), "w")
+
+    def _release(self) -> None:
+        if self.lock is not None:
+            self.lock.release()
 
     # ------------------------------------------------------------------ state
     def state(self) -> dict[str, Any]:
@@ -392,6 +408,7 @@ class Trainer:
             if self.evaluator is not None:
                 self.evaluator.close()
             self.env.close()
+            self._release()
         return TrainResult(self.run_dir, path, self.step, self.mean_return,
                            time.time() - started, interrupted, self.stop_reason)  # fmt: skip
 
