@@ -108,11 +108,15 @@ class Sampler:
         generator: torch.Generator | None = None,
     ) -> None:
         self.env = env
-        self.net = net
         self.steps = steps
         self.agent = Agent(net, generator=generator or _new_generator(net.device))
         self.obs: VecObs = env.reset()
         self.agent.state = net.initial_state(env.num_envs)
+
+    @property
+    def net(self) -> RogueNet:
+        """The network the agent acts with (the learner's)."""
+        return self.agent.net
 
     @property
     def state(self) -> torch.Tensor | None:

@@ -25,22 +25,22 @@ pytest.importorskip("onnxruntime", reason="the runtime needs onnxruntime (the 'i
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A second of PPO on small MineSweeper boards (categorical and select-entity actions)."""
-    directory = tmp_path_factory.mktemp("run")
-    overrides = {
-        "env.kwargs": "{width: 4, height: 4, nmines: 3, orbital_cannon: true, cooldown_period: 1}",
-        "rollout.num_envs": 8,
-        "rollout.steps": 8,
-        "total_timesteps": 512,
-        "net.d_model": 16,
-        "net.n_layer": 1,
-        "net.precision": "float32",
-        "ppo.update_epochs": 1,
-        "log.run_dir": directory,
-        "log.tensorboard": "false",
-        "log.progress": "false",
-        "torch_threads": 1,
-    }
-    train("MineSweeper", overrides=[f"{key}={value}" for key, value in overrides.items()])
+    return tiny_run(
+        "MineSweeper",
+        tmp_path_factory.mktemp("run"),
+        "env.kwargs={width: 4, height: 4, nmines: 3, orbital_cannon: true, cooldown_period: 1}",
+        "rollout.num_envs=8",
+        "total_timesteps=512",
+    )
+
+
+def tiny_run(env_id: str, directory: Path, *overrides: str) -> Path:
+    """A run of a small float32 network (one layer, one epoch a rollout of 8 steps) in
+    ``directory``, with ``overrides``."""
+    settings = ["rollout.steps=8", "net.d_model=16", "net.n_layer=1", "net.precision=float32",
+                "ppo.update_epochs=1", f"log.run_dir={directory}", "log.tensorboard=false",
+                "log.progress=false", "torch_threads=1"]  # fmt: skip
+    train(env_id, overrides=[*settings, *overrides])
     return directory
 
 
@@ -220,24 +220,14 @@ RECALL_DELAY = 3
 @pytest.fixture(scope="module")
 def memory_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A second of PPO on Recall with net.memory (a GRU state per environment)."""
-    directory = tmp_path_factory.mktemp("memory_run")
-    overrides = {
-        "env.kwargs": f"{{delay: {RECALL_DELAY}}}",
-        "net.memory": "true",
-        "rollout.num_envs": 4,
-        "rollout.steps": 8,
-        "total_timesteps": 64,
-        "net.d_model": 16,
-        "net.n_layer": 1,
-        "net.precision": "float32",
-        "ppo.update_epochs": 1,
-        "log.run_dir": directory,
-        "log.tensorboard": "false",
-        "log.progress": "false",
-        "torch_threads": 1,
-    }
-    train("Recall", overrides=[f"{key}={value}" for key, value in overrides.items()])
-    return directory
+    return tiny_run(
+        "Recall",
+        tmp_path_factory.mktemp("memory_run"),
+        f"env.kwargs={{delay: {RECALL_DELAY}}}",
+        "net.memory=true",
+        "rollout.num_envs=4",
+        "total_timesteps=64",
+    )
 
 
 @pytest.fixture(scope="module")

@@ -24,9 +24,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from entityrl.env.actions.categorical import VecCategoricalMask
-from entityrl.env.actions.continuous import VecContinuousMask
-from entityrl.env.actions.select_entity import VecSelectEntityMask
+from entityrl.env.actions import kinds
 from entityrl.env.vec_obs import VecObs
 from entityrl.ragged import RaggedArray
 
@@ -100,11 +98,13 @@ class ReplayBuffer:
             raise ValueError("cannot sample from an empty replay buffer")
         picks = np.sort(rng.integers(0, self._size, size=n))
         bounds = np.cumsum([0, *(t.num_rows for t in self._steps)])
-        step_of = np.searchsorted(bounds, picks, side="right") - 1
-        parts = []
-        for step in np.unique(step_of):
-            rows = picks[step_of == step] - bounds[step]
-            parts.append(self._steps[step].take(rows))
+        # Sorted, the picks of each kept step are one slice of them.
+        cuts = np.searchsorted(picks, bounds)
+        parts = [
+            step.take(picks[start:end] - first)
+            for step, first, start, end in zip(self._steps, bounds, cuts, cuts[1:], strict=False)
+            if end > start
+        ]
         return Transitions(
             VecObs.concat([p.obs for p in parts], self.choices),
             {
@@ -131,11 +131,10 @@ class ReplayBuffer:
         self.added = int(state["added"])
 
 
-# The classes a buffer stores, by the name its plain form records: nothing else is rebuilt.
-_CLASSES: dict[str, type] = {
-    cls.__name__: cls
-    for cls in (Transitions, VecObs, VecCategoricalMask, VecSelectEntityMask, VecContinuousMask)
-}
+def _classes() -> dict[str, type]:
+    """The classes a buffer stores, by the name its plain form records (the batched masks of
+    every registered action kind among them): nothing else is rebuilt."""
+    return {cls.__name__: cls for cls in (Transitions, VecObs, *(k.vec_mask for k in kinds()))}
 
 
 def _plain(value: Any) -> Any:
@@ -144,7 +143,7 @@ def _plain(value: Any) -> Any:
         return {"ragged": _plain(value.data), "lengths": _plain(value.lengths)}
     if isinstance(value, np.ndarray):
         return torch.from_numpy(np.ascontiguousarray(value))
-    if dataclasses.is_dataclass(value) and type(value).__name__ in _CLASSES:
+    if dataclasses.is_dataclass(value) and type(value).__name__ in _classes():
         fields = {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
         return {"class": type(value).__name__, "fields": fields}
     if isinstance(value, dict):
@@ -162,7 +161,7 @@ def _restore(value: Any) -> Any:
     if "ragged" in value:
         return RaggedArray(_restore(value["ragged"]), _restore(value["lengths"]))
     if "class" in value:
-        cls = _CLASSES[value["class"]]
+        cls = _classes()[value["class"]]
         return cls(**{name: _restore(v) for name, v in value["fields"].items()})
     return {key: _restore(v) for key, v in value["dict"].items()}
 
