@@ -1,27 +1,40 @@
 """What the default step checks (entityrl/env/step_checks.py) cost: samples per second with
 them and with them switched off, stepping environments alone (the worst case: no network
 time to hide them) and training end to end (measured as benchmarks/throughput.py does: from
-the first rollout to the end of the last iteration).
+the first rollout to the end of the last iteration); and, with ``--corpus``, what they catch.
 
 "Off" replaces the checks' methods with no-ops for the measurement; runs with and without
 alternate, and each figure is the median of ``--repeats`` runs. On a shared machine the two
 rates move by more than the checks cost, so the runs with checks also time every call of
 them: the share of the measured time spent inside the checks is the figure that noise does
 not blur. The first, fully validated batches are a one-time cost at the start, reported
-separately; the samples per second are measured after them.
+separately; the samples per second are measured after them. ``--timesteps 0`` skips training.
+
+``--corpus`` plays instead the late corpus and the multi-player corpus of
+tests/fuzz/late_corpus.py (every kind of broken observation, from long after the fully
+validated steps on) and counts how the cases end: caught precisely (an EnvValidationError
+naming the environment's place in the batch and the field), vaguely, silently, or in an
+unrelated exception.
+
+The figures are printed as markdown, a dated measurement to add to the "Default step
+checks" section of benchmarks/RESULTS.md (the earlier ones stay, for comparison).
 
 usage: python benchmarks/step_checks.py [--num-envs 256] [--steps 300] [--repeats 5]
-                                        [--timesteps 32768]
+                                        [--timesteps 32768] [--corpus]
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
+import os
 import statistics
 import sys
 import tempfile
 import time
+import warnings
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,13 +43,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _peer import machine
-from results import replace_section
 
 from entityrl.env import RandomPolicy
 from entityrl.env.step_checks import FULLY_VALIDATED_STEPS, StepChecks
 from entityrl.envs import make_vec
 
-TITLE = "Default step checks (benchmarks/step_checks.py)"
+ROOT = Path(__file__).resolve().parent.parent
 ENVS = ("CherryPick", "MineSweeper", "PickMatchingBalls", "CherryPickBatched")
 TRAIN_ENVS = ("CherryPick", "MineSweeper")
 
@@ -154,18 +166,40 @@ def row(label: str, on: list[tuple[float, ...]], off: list[tuple[float, ...]]) -
     return f"| {label} | {a:,.0f} | {b:,.0f} | {100 * (b - a) / b:+.1f}% | {100 * share:.2f}% |"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--num-envs", type=int, default=256)
-    parser.add_argument("--steps", type=int, default=300)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--timesteps", type=int, default=32_768)
-    args = parser.parse_args()
+def corpus_counts() -> list[str]:
+    """How the cases of the late and the multi-player corpus end, and each case that did not
+    end precisely."""
+    sys.path.insert(0, str(ROOT / "tests" / "fuzz"))
+    from late_corpus import ENDINGS, LATE_AT, LATE_CORPUS, MULTIPLAYER_CORPUS, PRECISE, STEPS, play
+
     lines = [
-        f"Command: `python benchmarks/step_checks.py --num-envs {args.num_envs} --steps "
-        f"{args.steps} --repeats {args.repeats} --timesteps {args.timesteps}`",
-        f"Machine: {machine()}",
+        f"Every mutation of tests/fuzz/broken_envs.py that applies, from observation {LATE_AT} "
+        f"of the broken environment on, {STEPS} steps of random legal actions.",
         "",
+        "| corpus | cases | " + " | ".join(ENDINGS) + " |",
+        "| --- | ---: |" + " ---: |" * len(ENDINGS),
+    ]
+    missed: list[str] = []
+    for name, cases in (("late", LATE_CORPUS), ("multi-player", MULTIPLAYER_CORPUS)):
+        counts: Counter[str] = Counter()
+        for case in cases:
+            # Batching warns as it casts complex numbers; what counts is how the case ends.
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                ending = play(case)
+            counts[ending.ending] += 1
+            if ending.ending != PRECISE:
+                missed.append(f"- {case.label}: {ending.ending}; {ending.error[:200]}")
+        lines.append(
+            f"| {name} | {len(cases)} | " + " | ".join(str(counts[e]) for e in ENDINGS) + " |"
+        )
+        print(lines[-1], flush=True)
+    return lines + (["", *missed] if missed else [])
+
+
+def overhead(args: argparse.Namespace) -> list[str]:
+    """The figures of the checks' cost (see the module's description)."""
+    lines = [
         f"Environments alone: {args.num_envs} environments, random legal actions, "
         f"{args.steps} steps after the {FULLY_VALIDATED_STEPS} fully validated batches; "
         f"median of {args.repeats} runs, with and without the checks alternating. Difference = "
@@ -183,6 +217,8 @@ def main() -> None:
         first = statistics.median(r[2] for r in on)
         lines.append(row(name, on, off) + f" {first:.3f} |")
         print(lines[-1], flush=True)
+    if not args.timesteps:
+        return lines
     lines += [
         "",
         f"Training end to end: the shipped config, {args.timesteps:,} steps, samples per "
@@ -198,7 +234,40 @@ def main() -> None:
         )
         lines.append(row(name, on, off))
         print(lines[-1], flush=True)
-    replace_section(TITLE, "\n".join(lines))
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--num-envs", type=int, default=256)
+    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--timesteps", type=int, default=32_768)
+    parser.add_argument("--corpus", action="store_true", help="count what the checks catch")
+    args = parser.parse_args()
+    load_before = os.getloadavg()[0]
+    if args.corpus:
+        command = "python benchmarks/step_checks.py --corpus"
+        lines = corpus_counts()
+    else:
+        command = (
+            f"python benchmarks/step_checks.py --num-envs {args.num_envs} --steps {args.steps} "
+            f"--repeats {args.repeats} --timesteps {args.timesteps}"
+        )
+        lines = overhead(args)
+    print(
+        "\n".join(
+            [
+                "",
+                f"### {datetime.date.today().isoformat()}: `{command}`",
+                "",
+                f"Machine: {machine()}; shared with other jobs (1-minute load average "
+                f"{load_before:.1f} before the run, {os.getloadavg()[0]:.1f} after).",
+                "",
+                *lines,
+            ]
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -11,6 +11,22 @@ from entityrl.ragged import RaggedArray
 
 Actions = dict[str, RaggedArray]
 
+PLAIN = (type(None), bool, int, float, str)
+
+
+def assert_plain(state: object, where: str = "state") -> None:
+    """``state`` holds only what a weights-only checkpoint loads: None, bools, numbers,
+    strings, and dicts and lists of them (no pickled object, no class)."""
+    if isinstance(state, dict):
+        for key, value in state.items():
+            assert type(key) is str, f"{where}: key {key!r}"
+            assert_plain(value, f"{where}.{key}")
+    elif isinstance(state, list):
+        for i, value in enumerate(state):
+            assert_plain(value, f"{where}[{i}]")
+    else:
+        assert type(state) in PLAIN, f"{where}: a {type(state).__name__}"
+
 
 def assert_vec_obs_equal(a: VecObs, b: VecObs, metrics_rtol: float = 0.0) -> None:
     """Every field of two batches is equal: entities, visibility, masks, rewards, ends and
@@ -52,6 +68,7 @@ def play_past_a_saved_state(
     for _ in range(warmup):
         saved_obs = env.act(policy.act(saved_obs))
     state = env.get_state()
+    assert_plain(state)  # it travels in checkpoints that load without unpickling
     actions: list[Actions] = []
     batches: list[VecObs] = []
     obs = saved_obs

@@ -7,13 +7,14 @@ written against entityrl: the per-environment loop of :class:`SerialVecEnv` disa
 
 from __future__ import annotations
 
-import pickle
 from abc import abstractmethod
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from entityrl.env import plain_state
 from entityrl.env.actions import ActionKind, kind_of
 from entityrl.env.step_checks import StepChecks
 from entityrl.env.validator import validate_vec_obs
@@ -134,15 +135,16 @@ class BatchedEnvironment(VecEnv):
         self._last = obs
         return obs
 
-    def get_state(self) -> bytes:
-        # All state lives in this object's arrays and random generator.
-        return pickle.dumps(self.__dict__)
+    def _state_names(self) -> list[str]:
+        # All state lives in this object's arrays and random generator; validation and the
+        # default checks watch the simulation and are not part of its state.
+        return [name for name in vars(self) if name not in ("validate", "_checks")]
 
-    def set_state(self, state: bytes) -> VecObs:
-        # Validation is a setting of this object, not part of the simulation's state.
-        validate = self.validate
-        self.__dict__.update(pickle.loads(state))
-        self.validate = validate
+    def get_state(self, allow_pickle: bool = False) -> Any:
+        return plain_state.capture_attributes(self, self._state_names(), allow_pickle=allow_pickle)
+
+    def set_state(self, state: Any, allow_pickle: bool = False) -> VecObs:
+        plain_state.restore_attributes(self, self._state_names(), state, allow_pickle=allow_pickle)
         if self._last is None:
             raise ValueError("the saved state was taken before reset()")
         return self._last

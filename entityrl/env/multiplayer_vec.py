@@ -22,12 +22,13 @@ single-player rules of :class:`~entityrl.env.vec_env.VecEnv`:
 from __future__ import annotations
 
 import dataclasses
-import pickle
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from entityrl.env import plain_state
 from entityrl.env.batching import Batcher
 from entityrl.env.multiplayer import MultiPlayerEnvironment
 from entityrl.env.multiplayer_validator import (
@@ -159,8 +160,11 @@ class PlayerVecEnv(VecEnv):
         empty rows)."""
         first = check_players(game.reset(), (), self.players, "reset()", self.name)
         observations = [first.get(p, self._absent) for p in self.players]
-        self.checks.observations(list(first.values()))
         span = self.rows_of(g)
+        # Messages name a player's row in the whole batch.
+        self.checks.observations(
+            list(first.values()), [span.start + self.players.index(p) for p in first]
+        )
         for p, obs in enumerate(observations):
             self._joined[span.start + p] = self.players[p] in first
             self._in_play[span.start + p] = self.players[p] in first and not obs.done
@@ -195,21 +199,23 @@ class PlayerVecEnv(VecEnv):
                 row = base + self.players.index(player)
                 observations[row] = answered[player]
                 joined.append(row)
-            shared = self._group_rewards(game)
-            group_reward[base : base + players] = shared
+            group_reward[base : base + players] = self._group_rewards(game)
             for p in seats:
-                obs = answered[self.players[p]]
-                row = base + p
-                observations[row] = obs
-                reward[row] = float(obs.reward) + shared[p]
-                if obs.done:
-                    done[row] = True
-                    if obs.truncated:
-                        finals.append((row, obs))
-                if obs.metrics:
-                    self._metrics[row].update(obs.metrics)
-        stepped = [*np.flatnonzero(self._in_play).tolist(), *joined]
+                observations[base + p] = answered[self.players[p]]
+        in_play = np.flatnonzero(self._in_play).tolist()
+        stepped = [*in_play, *joined]
+        # Checked before anything is read from them: a reward of None or a done that is an
+        # array is the checks' to report, naming the row and the field.
         self.checks.observations([observations[r] for r in stepped], stepped)
+        for row in in_play:
+            obs = observations[row]
+            reward[row] = float(obs.reward) + group_reward[row]
+            if obs.done:
+                done[row] = True
+                if obs.truncated:
+                    finals.append((row, obs))
+            if obs.metrics:
+                self._metrics[row].update(obs.metrics)
         self._returns += reward
         self._group_returns += group_reward
         self._lengths += self._in_play
@@ -294,22 +300,13 @@ class PlayerVecEnv(VecEnv):
         "_last",
     )
 
-    def get_state(self) -> bytes:
-        try:
-            return pickle.dumps({name: getattr(self, name) for name in self._STATE})
-        except (pickle.PicklingError, TypeError, AttributeError) as err:
-            # Games wrapping another library's objects may not pickle.
-            raise NotImplementedError(f"{self.name} cannot save its state: {err}") from None
+    def get_state(self, allow_pickle: bool = False) -> Any:
+        return plain_state.capture_attributes(
+            self, self._STATE, allow_pickle=allow_pickle, where=self.name
+        )
 
-    def set_state(self, state: bytes) -> VecObs:
-        saved = pickle.loads(state)
-        if not isinstance(saved, dict) or set(saved) != set(self._STATE):
-            raise ValueError(
-                f"{self.name}: the saved state is not a state of this version's PlayerVecEnv "
-                f"(expected {list(self._STATE)}, got {type(saved).__name__})"
-            )
-        for name, value in saved.items():
-            setattr(self, name, value)
+    def set_state(self, state: Any, allow_pickle: bool = False) -> VecObs:
+        plain_state.restore_attributes(self, self._STATE, state, allow_pickle=allow_pickle)
         if self._last is None:
             raise ValueError("the saved state was taken before reset()")
         return self._last

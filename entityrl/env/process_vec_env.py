@@ -13,9 +13,11 @@ import multiprocessing as mp
 import os
 import pickle
 import signal
+import sys
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -26,10 +28,35 @@ from entityrl.env.vec_obs import VecObs
 from entityrl.ragged import RaggedArray
 
 _POLL_SECONDS = 0.05
+_PACKAGE = Path(__file__).resolve().parent.parent
+_ENVIRONMENTS = _PACKAGE / "envs"
 
 
 class EnvWorkerError(RuntimeError):
-    """An environment worker raised an exception or died."""
+    """An environment worker raised an exception or died. The message's first line says
+    which worker, doing what, and the exception; where the worker raised one, the frames of
+    the environment's code that raised it follow."""
+
+
+def _failure() -> tuple[str, str]:
+    """The exception being handled in a worker, for the parent: ``Type: message`` and its
+    frames from the environment's code on. The worker's own frames before it (the command
+    loop, the sampler, the vectorized env) are entityrl's and would bury the environment's;
+    only the last of them, the call into the environment, is kept. Where no frame is the
+    environment's (an answer that cannot be pickled, a bug of entityrl's), all are kept."""
+    err = sys.exc_info()[1]
+    frames = traceback.extract_tb(err.__traceback__ if err is not None else None)
+    own = [_is_workers(frame.filename) for frame in frames]
+    start = own.index(False) - 1 if False in own else 0
+    what = "".join(traceback.format_exception_only(err)).strip()
+    return what, "".join(traceback.format_list(frames[max(start, 0) :])).rstrip("\n")
+
+
+def _is_workers(filename: str) -> bool:
+    """Whether code from ``filename`` is the worker's machinery: entityrl's, but not one of
+    the environments it ships."""
+    path = Path(filename).resolve()
+    return path.is_relative_to(_PACKAGE) and not path.is_relative_to(_ENVIRONMENTS)
 
 
 def _worker(
@@ -59,7 +86,7 @@ def _worker(
         _reply(conn, ("invalid", str(err)))
         return
     except BaseException:
-        _reply(conn, ("error", traceback.format_exc()))
+        _reply(conn, ("error", _failure()))
         return
     # The environments live as long as the worker: keep full collections from scanning them.
     gc.collect()
@@ -71,8 +98,8 @@ def _worker(
         "reset": lambda _: envs.reset(),
         "act": envs.act,
         "render": envs.render,
-        "get_state": lambda _: envs.get_state(),
-        "set_state": envs.set_state,
+        "get_state": lambda allow_pickle: _state_or_reason(envs, allow_pickle),
+        "set_state": lambda payload: envs.set_state(*payload),
     }
     while _reply(conn, reply):
         try:
@@ -80,7 +107,7 @@ def _worker(
         except (EOFError, OSError):
             return  # the parent went away
         except BaseException:  # a message this process cannot unpickle
-            reply = ("error", traceback.format_exc())
+            reply = ("error", _failure())
             continue
         if command == "close":
             envs.close()
@@ -91,7 +118,16 @@ def _worker(
             # The environment broke a rule: the message says all; its traceback is entityrl's.
             reply = ("invalid", str(err))
         except BaseException:
-            reply = ("error", traceback.format_exc())
+            reply = ("error", _failure())
+
+
+def _state_or_reason(envs: VecEnv, allow_pickle: bool) -> tuple[bool, Any]:
+    """(True, the state) or (False, why it cannot be saved): an environment whose state is not
+    plain data is not a failure of the worker."""
+    try:
+        return True, envs.get_state(allow_pickle)
+    except NotImplementedError as err:
+        return False, str(err)
 
 
 def _reply(conn: Connection, message: tuple[str, Any]) -> bool:
@@ -101,7 +137,7 @@ def _reply(conn: Connection, message: tuple[str, Any]) -> bool:
     except OSError:
         return False
     except Exception:  # the answer cannot be pickled (send writes nothing before pickling)
-        conn.send(("error", traceback.format_exc()))
+        conn.send(("error", _failure()))
     return True
 
 
@@ -110,7 +146,7 @@ class ProcessVecEnv(VecEnv):
 
     Plays exactly the episodes a :class:`SerialVecEnv` with the same ``seed`` plays. An
     exception inside an environment is raised here as :class:`EnvWorkerError` carrying the
-    worker's traceback; a worker that dies is reported within a fraction of a second.
+    environment's frames of the worker's traceback; a worker that dies is reported within a fraction of a second.
     ``wrap`` (picklable) wraps each worker's :class:`SerialVecEnv` in the worker, e.g. in a
     :class:`~entityrl.env.stacking.StackedVecEnv`, so that policies run in the workers (see
     ``ProcessVecEnv.call``) see the wrapped observations too.
@@ -205,8 +241,9 @@ class ProcessVecEnv(VecEnv):
         if status == "invalid":
             raise EnvValidationError(payload)
         if status == "error":
+            what, frames = payload
             raise EnvWorkerError(
-                f"{self._describe(k)} raised an exception while {doing}; its traceback:\n{payload}"
+                f"{self._describe(k)} raised an exception while {doing}: {what}\n{frames}"
             )
         return payload
 
@@ -285,22 +322,25 @@ class ProcessVecEnv(VecEnv):
         self._send(k, ("render", index - self.bounds[k]))
         return self._receive(k, "rendering", fatal=False)
 
-    def get_state(self) -> bytes:
+    def get_state(self, allow_pickle: bool = False) -> Any:
         self._ensure_open()
         for k in range(len(self._conns)):
-            self._send(k, ("get_state", None))
-        return pickle.dumps(self._gather("saving state"))
+            self._send(k, ("get_state", allow_pickle))
+        answers = self._gather("saving state")
+        for saved, why in answers:
+            if not saved:
+                raise NotImplementedError(why)
+        return [state for _, state in answers]
 
-    def set_state(self, state: bytes) -> VecObs:
+    def set_state(self, state: Any, allow_pickle: bool = False) -> VecObs:
         self._ensure_open()
-        parts = pickle.loads(state)
-        if len(parts) != len(self._conns):
+        if not isinstance(state, list) or len(state) != len(self._conns):
+            got = f"{len(state)} worker parts" if isinstance(state, list) else type(state).__name__
             raise ValueError(
-                f"the saved state has {len(parts)} worker parts; this ProcessVecEnv has "
-                f"{len(self._conns)} workers"
+                f"the saved state has {got}; this ProcessVecEnv has {len(self._conns)} workers"
             )
-        for k, part in enumerate(parts):
-            self._send(k, ("set_state", part))
+        for k, part in enumerate(state):
+            self._send(k, ("set_state", (part, allow_pickle)))
         self._last = VecObs.concat(self._gather("restoring state"), self.choices)
         return self._last
 

@@ -31,13 +31,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import pickle
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from entityrl.env import plain_state
 from entityrl.env.spaces import Entity, ObsSpace
 from entityrl.env.vec_env import VecEnv
 from entityrl.env.vec_obs import VecObs
@@ -113,12 +114,24 @@ class StackedVecEnv(VecEnv):
             raise RuntimeError("call reset() before reading the observation")
         return self._last
 
-    def get_state(self) -> bytes:
-        return pickle.dumps((self.env.get_state(), self._history, self._last))
+    _STATE = ("_history", "_last")
 
-    def set_state(self, state: bytes) -> VecObs:
-        inner, self._history, self._last = pickle.loads(state)
-        self.env.set_state(inner)
+    def get_state(self, allow_pickle: bool = False) -> Any:
+        return {
+            "env": self.env.get_state(allow_pickle),
+            "stacks": plain_state.capture_attributes(self, self._STATE, allow_pickle=allow_pickle),
+        }
+
+    def set_state(self, state: Any, allow_pickle: bool = False) -> VecObs:
+        if not isinstance(state, dict) or set(state) != {"env", "stacks"}:
+            raise plain_state.StateError(
+                f"not a state of this version's {type(self).__name__}: expected a dict of 'env' "
+                f"and 'stacks', got {type(state).__name__}"
+            )
+        self.env.set_state(state["env"], allow_pickle)
+        plain_state.restore_attributes(
+            self, self._STATE, state["stacks"], allow_pickle=allow_pickle
+        )
         if self._last is None:
             raise ValueError("the saved state was taken before reset()")
         return self._last

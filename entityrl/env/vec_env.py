@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import pickle
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from entityrl.env import plain_state
 from entityrl.env.actions import kind_of
 from entityrl.env.batching import Batcher
 from entityrl.env.environment import Environment, NativeStepping
@@ -21,6 +22,9 @@ from entityrl.ragged import RaggedArray
 
 EnvFactory = Callable[[], Environment]
 """A callable that builds one environment (picklable, for process-based vectorization)."""
+
+
+_BOOLS = (bool, np.bool_)
 
 
 class VecEnv(ABC):
@@ -49,12 +53,16 @@ class VecEnv(ABC):
     def close(self) -> None:
         """Release environments and any worker processes."""
 
-    def get_state(self) -> bytes:
-        """The environments' complete state (to continue exactly here after a restart)."""
+    def get_state(self, allow_pickle: bool = False) -> Any:
+        """The environments' complete state (to continue exactly here after a restart), as
+        plain data (:mod:`entityrl.env.plain_state`). Raises ``NotImplementedError`` naming
+        the value that is not plain data; with ``allow_pickle``, such values are pickled
+        (signed with this user's key) instead."""
         raise NotImplementedError(f"{type(self).__name__} cannot save its state")
 
-    def set_state(self, state: bytes) -> VecObs:
-        """Restore a state from :meth:`get_state`; returns the observation at that point."""
+    def set_state(self, state: Any, allow_pickle: bool = False) -> VecObs:
+        """Restore a state from :meth:`get_state` (pickled parts only with ``allow_pickle``,
+        and only if this user signed them); returns the observation at that point."""
         raise NotImplementedError(f"{type(self).__name__} cannot restore a state")
 
     def render(self, index: int = 0) -> str:
@@ -230,8 +238,10 @@ class SerialVecEnv(VecEnv):
         for i, (env, env_actions) in enumerate(zip(self.envs, per_env, strict=True)):
             obs = env.native_act(env_actions) if native else env.act(env_actions)  # type: ignore[attr-defined]
             steps.append(obs)
-            # A malformed observation (without done, say) is the checks' to report, below.
-            if getattr(obs, "done", False):
+            # A malformed observation (without done, or done an array) is the checks' to report,
+            # below: only a bool ends an episode here.
+            done = getattr(obs, "done", False)
+            if type(done) in _BOOLS and done:
                 ended.append(i)
                 obs = self._reset_env(env)
             observations.append(obs)
@@ -273,16 +283,14 @@ class SerialVecEnv(VecEnv):
         self._last = batch
         return batch
 
-    def get_state(self) -> bytes:
-        # Environments are plain Python objects: pickling them captures their RNGs too.
-        return pickle.dumps(
-            (self.envs, self._observations, self._metrics, self.episodes, self._last)
-        )
+    _STATE = ("envs", "_observations", "_metrics", "episodes", "_last")
+    """The attributes that make up the state (the environments' own hold their RNGs)."""
 
-    def set_state(self, state: bytes) -> VecObs:
-        self.envs, self._observations, self._metrics, self.episodes, self._last = pickle.loads(
-            state
-        )
+    def get_state(self, allow_pickle: bool = False) -> Any:
+        return plain_state.capture_attributes(self, self._STATE, allow_pickle=allow_pickle)
+
+    def set_state(self, state: Any, allow_pickle: bool = False) -> VecObs:
+        plain_state.restore_attributes(self, self._STATE, state, allow_pickle=allow_pickle)
         if self._last is None:
             raise ValueError("the saved state was taken before reset()")
         return self._last

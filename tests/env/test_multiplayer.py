@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from player_envs import Dropout, Reinforcements
 
-from entityrl.env import CategoricalAction, EnvValidationError, Observation
+from entityrl.env import CategoricalAction, EnvValidationError, Observation, plain_state
 from entityrl.env.multiplayer_validator import ValidatingMultiPlayer
 from entityrl.env.multiplayer_vec import PlayerVecEnv
 from entityrl.ragged import RaggedArray
@@ -210,4 +210,6 @@ def test_a_state_of_another_kind_is_refused() -> None:
     env = PlayerVecEnv(Dropout, num_games=1)
     env.reset()
     with pytest.raises(ValueError, match="not a state of this version's PlayerVecEnv"):
-        env.set_state(pickle.dumps(("games", "observations")))
+        env.set_state(plain_state.capture({"games": [], "observations": []}))
+    with pytest.raises(ValueError, match="not a saved state: found bytes"):
+        env.set_state(pickle.dumps(("games", "observations")))  # an earlier version's state

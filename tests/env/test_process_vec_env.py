@@ -93,8 +93,8 @@ def test_exception_in_an_environment_carries_the_worker_traceback() -> None:
             env.act(choose_first_legal(obs))
     message = str(error.value)
     assert "environment worker 0 (environments 0..1) raised an exception while stepping" in message
-    assert "Traceback" in message
-    assert "explode_on_purpose" in message
+    assert "explode_on_purpose" in message  # the environment's own frames
+    assert "process_vec_env.py" not in message  # not the worker's
     assert "ValueError: the thing exploded on step 2" in message
     assert_gone(pids)  # a failed env closes all its workers
     with pytest.raises(EnvWorkerError, match="closed"):

@@ -10,13 +10,15 @@ import pytest
 from broken_envs import BATCH_MUTATIONS, BROKEN_ENV, MUTATIONS, Boxes, BrokenBatch
 
 from entityrl.env import EnvValidationError, ProcessVecEnv, RandomPolicy, SerialVecEnv, VecEnv
-from entityrl.env.step_checks import FULLY_VALIDATED_STEPS
+from entityrl.env.step_checks import FULLY_VALIDATED_STEPS, SAMPLE_STRIDE
 
 # The reset (the default checks validate it fully) and a step long after the full checks.
 EARLY, LATE = 0, FULLY_VALIDATED_STEPS + 4
 
 
-def play(env: VecEnv, steps: int = LATE + 4) -> None:
+# Long enough after LATE for the sampled checks, which look into one environment in
+# SAMPLE_STRIDE per call, to come to the broken one.
+def play(env: VecEnv, steps: int = LATE + 8 * SAMPLE_STRIDE) -> None:
     policy = RandomPolicy(env.action_space, seed=0)
     obs = env.reset()
     for _ in range(steps):
