@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -31,6 +32,10 @@ from entityrl.nn.recurrent import RowMemory, Sequences
 from entityrl.nn.relpos import RelativePositions, RelposConfig
 from entityrl.nn.transformer import AttentionContext, Block, Pooling, attention_context, row_mean
 from entityrl.ragged import RaggedArray
+
+
+class ObservationTooLargeError(ValueError):
+    """An observation holds more entities than ``net.max_entities`` lets the network take."""
 
 
 @dataclass
@@ -62,11 +67,20 @@ class RogueNetConfig:
     """Compute precision of the transformer's linear layers: "float32", "bfloat16" (float32
     parameters, bfloat16 products with float32 accumulation) or "auto" (bfloat16 on CPUs with
     bfloat16 matrix instructions, AVX512-BF16 or AMX, else float32). See entityrl.nn.precision."""
+    max_entities: int = 4096
+    """Most entities one observation (a row of a batch) may hold; a larger one is refused at
+    once, with an error naming this setting (0: no limit). Attention costs the square of a
+    row's entities, in time and memory: on 2 cores of an AMD EPYC, the default network acts
+    on a row of 4,096 entities in 0.2 s and trains on it (forward and backward) in 0.7 s; at
+    16,384 entities, 1.1 s and 10 s with 2.4 GB (benchmarks/RESULTS.md, "Rows of many
+    entities")."""
 
     def __post_init__(self) -> None:
         for name in ("d_model", "n_head", "d_qk"):
             if getattr(self, name) < 1:
                 raise ValueError(f"net.{name} must be >= 1, got {getattr(self, name)}")
+        if self.max_entities < 0:
+            raise ValueError(f"net.max_entities must be >= 0, got {self.max_entities}")
         if self.memory and self.separate_value:
             raise ValueError(
                 "net.memory and net.separate_value cannot be combined (the memory feeds the "
@@ -228,13 +242,7 @@ class RogueNet(nn.Module):
         )
         self.value_head = ValueHead(self.config.d_model)
         self.memory = RowMemory(self.config.d_model) if self.config.memory else None
-        # Torch's attention needs padded grids; the ragged kernel (on the CPU, when it is built
-        # and takes heads this wide) and row pooling do not.
         self.uses_attention = self.config.n_layer > 0 and self.config.pooling is None
-        self.kernel_attention = (
-            self.config.relpos is None
-            and max_head_dim() >= self.config.d_model // self.config.n_head
-        )
         self.grid_layout = False
         self.to(device)
 
@@ -242,8 +250,13 @@ class RogueNet(nn.Module):
         # Every move (.to, .cuda, .cpu) passes here: keep the device and layout in step.
         super()._apply(fn, recurse)
         self.device = self.value_head.proj.weight.device
+        # Torch's attention needs padded grids; the ragged kernel (on the CPU, when it is built
+        # and takes heads this wide) and row pooling do not. The kernel is asked for (which
+        # builds it on first use) only on the CPU: elsewhere it would be compiled for nothing.
         self.grid_layout = self.uses_attention and (
-            self.device.type != "cpu" or not self.kernel_attention
+            self.device.type != "cpu"
+            or self.config.relpos is not None
+            or max_head_dim() < self.config.d_model // self.config.n_head
         )
         return self
 
@@ -273,6 +286,25 @@ class RogueNet(nn.Module):
             raise ValueError(
                 f"the network expects {len(self.obs_space.global_features)} global features, "
                 f"got {obs.global_features.shape[1]}"
+            )
+        self._check_size(obs)
+
+    def _check_size(self, obs: VecObs) -> None:
+        """Refuse, before any work, rows whose quadratic cost would exhaust memory or stall
+        for minutes without a word (see ``net.max_entities``)."""
+        limit = self.config.max_entities
+        if not limit or not obs.num_rows:
+            return
+        counts = np.zeros(obs.num_rows, dtype=np.int64)
+        for name in self.entity_names:
+            counts += obs.features[name].lengths
+        row = int(counts.argmax())
+        if counts[row] > limit:
+            raise ObservationTooLargeError(
+                f"an observation holds {counts[row]:,} entities (row {row} of the batch), more "
+                f"than net.max_entities={limit:,}: attention costs the square of an "
+                "observation's entities in time and memory; raise net.max_entities (0: no "
+                "limit) to take it anyway, or give the policy fewer entities per observation"
             )
 
     # ------------------------------------------------------------------ forward

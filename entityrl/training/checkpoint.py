@@ -2,34 +2,38 @@
 
 ``checkpoint.pt`` holds tensors and plain data only (it loads with ``weights_only=True``):
 model and optimizer state, config, step, RNG states, the spaces the network was built for, and
-the environments' own state (to continue episodes exactly where they were), pickled into a
-bytes field that is unpickled only when resuming. One file, written atomically: no crash can
-pair a model with environments of another iteration. A checkpoint with a non-finite number in
-its model or optimizer state is refused rather than written.
+the environments' own state (to continue episodes exactly where they were) as plain data
+(:mod:`entityrl.env.plain_state`). One file, written atomically: no crash can pair a model
+with environments of another iteration. A checkpoint with a non-finite number in its model or
+optimizer state is refused rather than written.
 
-Unpickling runs whatever code the pickle names, and run directories are shared. So the
-environments' state is signed when it is written (HMAC-SHA256 with a secret kept in the
-user's cache directory, :func:`machine_key`) and unpickled on resume only if the signature
-verifies: a run directory written by another user, on another machine, or changed since,
-resumes with new episodes and a warning (:class:`UnverifiedStateWarning`), its environment
-state never unpickled. (Checkpoints of earlier versions, unsigned, with the state in
-``env_state.pkl`` or in the checkpoint, resume the same way.)
+Run directories are shared, and unpickling runs whatever code the pickle names: nothing in a
+checkpoint is unpickled unless the user asks for it. Environments whose state is not plain
+data resume with new episodes and an :class:`EnvStateWarning`; with ``env.pickle_state=true``
+those parts are pickled, signed with this user's key (:mod:`entityrl.env.signing`), and
+unpickled on resume only if the setting is still on and the signature verifies. Checkpoints of
+earlier versions, whose environment state is a pickle, resume with new episodes.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
+import contextlib
+import errno
 import os
 import pickle
+import re
+import shutil
 import tempfile
+import time
 import warnings
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from entityrl.env import plain_state
 
 # Re-exported: checkpoints record the spaces in this form.
 from entityrl.env.space_data import spaces_from_data as spaces_from_data
@@ -40,12 +44,14 @@ VERSION = 1
 CHECKPOINT_FILE = "checkpoint.pt"
 ZIP_MAGIC = b"PK\x03\x04"  # how a zip archive, which torch.save writes, begins
 ENV_STATE_KEY = "env_state"
-ENV_STATE_MAC_KEY = "env_state_mac"
 ENV_STATE_FILE = "env_state.pkl"
-"""Where checkpoints of earlier versions kept the environments' state."""
-KEY_FILE_VARIABLE = "ENTITYRL_KEY_FILE"
-"""Names the file holding the secret that signs environment states (see :func:`machine_key`)."""
-KEY_BYTES = 32
+"""Where checkpoints of earlier versions kept the environments' state (a pickle)."""
+STALE_TEMP_AGE = 60.0
+"""Seconds without a write after which a temporary file of :func:`atomic_write` is a leftover.
+A run directory has one trainer at a time (entityrl.training.run_dir), but other commands may
+write there meanwhile (``entityrl export`` its agent.onnx): their files are younger."""
+# atomic_write's temporary files: mkstemp puts 8 random characters between prefix and suffix.
+_TEMP_NAME = re.compile(r"\..+\.[a-z0-9_]{8}\.tmp")
 REQUIRED = (
     "format",
     "version",
@@ -63,54 +69,19 @@ class CheckpointError(ValueError):
     """A checkpoint is missing, unreadable, or does not fit what it is loaded into."""
 
 
-class UnverifiedStateWarning(UserWarning):
-    """A checkpoint's environment state was not signed by this user's key (another machine,
-    another user, an earlier version, or a changed file): it is not unpickled."""
+class CheckpointWriteError(CheckpointError):
+    """A checkpoint could not be written (a full disk, say); the previous one is intact."""
 
 
-def machine_key() -> bytes:
-    """The secret that signs the environments' state in checkpoints: ``KEY_BYTES`` random
-    bytes in ``$ENTITYRL_KEY_FILE``, else ``~/.cache/entityrl/checkpoint.key``, made on first
-    use, readable by its owner only."""
-    path = Path(
-        os.environ.get(KEY_FILE_VARIABLE) or Path.home() / ".cache" / "entityrl" / "checkpoint.key"
-    )
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(os.urandom(KEY_BYTES))
-            # A link is made whole or not at all, and never over a key another process made.
-            os.link(tmp, path)
-        except FileExistsError:
-            pass
-        finally:
-            Path(tmp).unlink(missing_ok=True)
-    key = path.read_bytes()
-    if len(key) != KEY_BYTES:
-        raise CheckpointError(
-            f"{path}: expected a key of {KEY_BYTES} bytes for signing checkpoints, found "
-            f"{len(key)} (delete the file to make a new one; checkpoints signed with the old "
-            "key then resume with new episodes)"
-        )
-    return key
-
-
-def sign(data: bytes) -> str:
-    """The signature of an environment state under this user's :func:`machine_key`."""
-    return hmac.new(machine_key(), data, hashlib.sha256).hexdigest()
-
-
-def _verifies(signature: str, data: bytes) -> bool:
-    try:
-        return hmac.compare_digest(signature, sign(data))
-    except OSError:  # no key here: nothing can verify
-        return False
+class EnvStateWarning(UserWarning):
+    """A run goes on with new episodes: its environments' state could not be saved as plain
+    data, or a saved state is not loaded (pickled, and not allowed or not signed here)."""
 
 
 def atomic_write(path: Path, write: Callable[[Any], None], mode: str = "wb") -> None:
-    """Write through a temporary file in the same directory, then rename over ``path``."""
+    """Write through a temporary file in the same directory (``.<name>.<8 random
+    characters>.tmp``), then rename over ``path``. A process killed while writing leaves that
+    file behind; :func:`remove_stale_temp_files` removes such leftovers."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -124,11 +95,27 @@ def atomic_write(path: Path, write: Callable[[Any], None], mode: str = "wb") -> 
         raise
 
 
+def remove_stale_temp_files(directory: Path) -> None:
+    """Remove from ``directory`` the temporary files of :func:`atomic_write` that no write has
+    touched for :data:`STALE_TEMP_AGE` seconds: leftovers of killed writes (a write in progress
+    keeps its file's modification time fresh). Other files are never touched."""
+    now = time.time()
+    for path in directory.glob(".*.tmp"):
+        if not _TEMP_NAME.fullmatch(path.name):
+            continue
+        with contextlib.suppress(OSError):  # renamed by its writer meanwhile, or read-only
+            if now - path.stat().st_mtime > STALE_TEMP_AGE:
+                path.unlink()
+
+
 def save_checkpoint(
-    directory: Path, state: dict[str, Any], env_state: bytes | None, name: str = CHECKPOINT_FILE
+    directory: Path,
+    state: dict[str, Any],
+    env_states: list[Any] | None,
+    name: str = CHECKPOINT_FILE,
 ) -> Path:
     """Write ``name`` (default ``checkpoint.pt``) into ``directory``, with the environments'
-    state ``env_state`` (if given) in the same file."""
+    state (``env_states``, one per training process, plain data; if given) in the same file."""
     for key in ("model", "optimizer"):
         bad = first_non_finite(state[key])
         if bad is not None:
@@ -137,37 +124,52 @@ def save_checkpoint(
                 f"({key}.{bad}); the last checkpoint in {directory} is kept"
             )
     path = directory / name
-    # As a uint8 tensor, not bytes: weights-only loading in torch < 2.5 refuses bytes objects.
-    packed = (
-        None if env_state is None else torch.frombuffer(bytearray(env_state), dtype=torch.uint8)
-    )
-    signature = None
-    if env_state is not None:
-        try:
-            signature = sign(env_state)
-        except OSError as err:  # no key can be made (a read-only home directory, say)
-            warnings.warn(
-                f"cannot make the key that signs the environments' state ({err}; set "
-                f"{KEY_FILE_VARIABLE} to a writable file): this run will resume with new "
-                "episodes",
-                UnverifiedStateWarning,
-                stacklevel=2,
-            )
-    data = {"format": FORMAT, "version": VERSION, **state, ENV_STATE_KEY: packed,
-            ENV_STATE_MAC_KEY: signature}  # fmt: skip
-    atomic_write(path, lambda f: torch.save(data, f))
+    data = {"format": FORMAT, "version": VERSION, **state, ENV_STATE_KEY: env_states}
+    remove_stale_temp_files(directory)  # the space they hold may be what this write needs
+    try:
+        atomic_write(path, lambda f: torch.save(data, f))
+    except (OSError, RuntimeError) as err:
+        cause = _os_error(err)
+        if cause is None:
+            raise
+        raise CheckpointWriteError(_write_failure(path, cause, data)) from err
     # An environment state of an earlier version would no longer match the checkpoint.
     (directory / ENV_STATE_FILE).unlink(missing_ok=True)
     return path
 
 
-def first_non_finite(tree: Any, prefix: str = "") -> str | None:
-    """The dotted name of the first floating-point tensor in ``tree`` (nested dicts and lists)
-    holding a NaN or an infinity, or None."""
+def _os_error(err: BaseException) -> OSError | None:
+    """The OSError behind a failed write: ``err`` itself, or the one it was raised while
+    handling (torch reports a failed write to a file object as the RuntimeError "[enforce fail
+    at inline_container.cc:...] unexpected pos", raised while handling the OSError)."""
+    seen: BaseException | None = err
+    for _ in range(8):  # a chain is short; bounded, as contexts may form a cycle
+        if seen is None or isinstance(seen, OSError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def _write_failure(path: Path, err: OSError, data: dict[str, Any]) -> str:
+    """One line on a checkpoint that could not be written: why, how much space it needs where
+    the disk is full, and what is left."""
+    reason = err.strerror or str(err)
+    reason = reason[:1].lower() + reason[1:]
+    if err.errno in (errno.ENOSPC, errno.EDQUOT):
+        needed = sum(t.nbytes for _, t in _named_tensors(data))
+        free = ""
+        with contextlib.suppress(OSError):
+            free = f", {shutil.disk_usage(path.parent).free / 1e6:,.2f} MB are free there"
+        reason += f" (the checkpoint needs at least {needed / 1e6:,.2f} MB{free})"
+    kept = f"the previous {path.name} is intact" if path.exists() else "none was written before"
+    return f"could not write {path}: {reason}; {kept}"
+
+
+def _named_tensors(tree: Any, prefix: str = "") -> Iterator[tuple[str, torch.Tensor]]:
+    """Every tensor in ``tree`` (nested dicts and lists), with its dotted name."""
     if isinstance(tree, torch.Tensor):
-        if tree.is_floating_point() and not bool(torch.isfinite(tree).all()):
-            return prefix or "tensor"
-        return None
+        yield prefix or "tensor", tree
+        return
     items = (
         tree.items()
         if isinstance(tree, dict)
@@ -176,10 +178,20 @@ def first_non_finite(tree: Any, prefix: str = "") -> str | None:
         else ()
     )
     for key, value in items:
-        found = first_non_finite(value, f"{prefix}.{key}" if prefix else str(key))
-        if found is not None:
-            return found
-    return None
+        yield from _named_tensors(value, f"{prefix}.{key}" if prefix else str(key))
+
+
+def first_non_finite(tree: Any, prefix: str = "") -> str | None:
+    """The dotted name of the first floating-point tensor in ``tree`` (nested dicts and lists)
+    holding a NaN or an infinity, or None."""
+    return next(
+        (
+            name
+            for name, tensor in _named_tensors(tree, prefix)
+            if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all())
+        ),
+        None,
+    )
 
 
 def resolve(path: str | Path) -> Path:
@@ -249,38 +261,36 @@ def _reason(err: BaseException) -> str:
     return first_sentence or type(err).__name__
 
 
-def load_env_states(directory: Path, saved: dict[str, Any]) -> list[bytes] | None:
+def load_env_states(
+    directory: Path, saved: dict[str, Any], *, allow_pickle: bool = False
+) -> list[Any] | None:
     """The environments' saved state, one entry per training process, from the checkpoint
-    ``saved`` (read from ``directory``); None if the environments could not save theirs, or
-    if the state is not signed by this user's key (then it is not unpickled, and an
-    :class:`UnverifiedStateWarning` says so)."""
-    if ENV_STATE_KEY in saved:
-        data, where = saved[ENV_STATE_KEY], directory / CHECKPOINT_FILE
-        if isinstance(data, torch.Tensor):
-            data = data.numpy().tobytes()
-    else:  # a checkpoint of an earlier version
-        where = directory / ENV_STATE_FILE
-        data = where.read_bytes() if where.exists() else None
-    if data is None:
+    ``saved`` (read from ``directory``); None, with an :class:`EnvStateWarning`, where the
+    environments resume with new episodes: no state was saved, or it holds pickled parts that
+    ``allow_pickle`` does not allow or that this user did not sign, or an earlier version
+    pickled it."""
+    states = saved.get(ENV_STATE_KEY)
+    where = directory / CHECKPOINT_FILE
+    if states is None and (directory / ENV_STATE_FILE).exists():
+        states, where = b"", directory / ENV_STATE_FILE
+    if states is None:
         return None
-    signature = saved.get(ENV_STATE_MAC_KEY)
-    if not isinstance(signature, str) or not _verifies(signature, data):
+    why = None
+    if not isinstance(states, list):  # a pickle, as earlier versions wrote
+        why = "an earlier version of entityrl pickled it, and unpickling could run any code"
+    else:
+        try:
+            plain_state.check_pickled_parts(states, allow_pickle=allow_pickle)
+        except plain_state.PickleRefusedError as err:
+            why = str(err)
+    if why is not None:
         warnings.warn(
-            f"{where}: the environments' saved state was not written by this user on this "
-            "machine, or was changed since; it is not loaded (unpickling it could run any "
-            "code), and the environments start new episodes",
-            UnverifiedStateWarning,
+            f"{where}: the environments' saved state is not loaded ({why}); the environments "
+            "start new episodes",
+            EnvStateWarning,
             stacklevel=2,
         )
         return None
-    try:
-        states = pickle.loads(data)
-    except Exception as err:  # whatever unpickling garbage raises
-        raise CheckpointError(
-            f"{where}: the environments' saved state is unreadable: {type(err).__name__}: {err}"
-        ) from None
-    if not isinstance(states, list):
-        raise CheckpointError(f"{where}: the environments' saved state is not ours")
     return states
 
 

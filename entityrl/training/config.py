@@ -56,6 +56,11 @@ class EnvConfig:
     stack: int = 1
     """Observation stacking: each entity's (and the global) features of the last ``stack``
     steps, matched by entity id (1: the current step only; see docs/stacking.md)."""
+    pickle_state: bool = False
+    """Let checkpoints pickle the parts of the environments' state that are not plain data
+    (see docs/environments.md), so that a resumed run continues their episodes. Resuming then
+    unpickles them, which runs any code the run directory names: they are signed with your key
+    and load only in run directories written by you on this machine, with this still on."""
 
     def __post_init__(self) -> None:
         if self.stack < 1:

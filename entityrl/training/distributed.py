@@ -13,7 +13,9 @@ Rank 0 shows the progress bar, writes logs and checkpoints. Every minibatch the 
 their gradients and a few counts (gloo on the CPU, NCCL on CUDA), so all of them hold the same
 parameters throughout. A process that dies or stops answering makes the others stop with
 :class:`PeerLostError` (at once for a closed connection, after ``distributed_timeout``
-seconds for a silent peer) instead of hanging.
+seconds for a silent peer) instead of hanging; with ``world_size=N``, rank 0 then ends the
+others (SIGTERM, then SIGKILL, a few seconds apart) and its error names the ones that failed
+or stopped answering.
 """
 
 from __future__ import annotations
@@ -23,8 +25,11 @@ import datetime
 import multiprocessing as mp
 import os
 import re
+import signal
 import socket
+import time
 from collections.abc import Callable, Sequence
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -186,6 +191,64 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+# Seconds given to the other ranks at each step of ending them: to end on their own (a rank
+# that lost rank 0 stops at once with its own error), then after SIGTERM, then after SIGKILL
+# (which a stopped process cannot ignore; only one in uninterruptible I/O outlives it).
+GRACE_SECONDS = 3.0
+# Seconds the other ranks get, after rank 0 finished, for their share of the last collective
+# and their teardown.
+FINISH_SECONDS = 60.0
+
+
+def _wait_all(processes: Sequence[BaseProcess], seconds: float) -> None:
+    """Wait until every process in ``processes`` ended, or ``seconds`` passed for them all."""
+    deadline = time.monotonic() + seconds
+    for process in processes:
+        process.join(timeout=max(0.0, deadline - time.monotonic()))
+
+
+def _end_ranks(others: Sequence[BaseProcess], patience: float) -> list[str]:
+    """End the ranks ``others`` (rank 1 on): ``patience`` seconds to end on their own, then
+    SIGTERM, then SIGKILL, each after :data:`GRACE_SECONDS`; never waits longer. Returns a
+    phrase for each rank that did not end on its own with exit code 0."""
+    _wait_all(others, patience)
+    on_their_own = [process.exitcode for process in others]
+    for process in others:
+        if process.exitcode is None:
+            process.terminate()
+    _wait_all(others, GRACE_SECONDS)
+    for process in others:
+        if process.exitcode is None:
+            process.kill()
+    _wait_all(others, GRACE_SECONDS)
+
+    phrases = []
+    for rank, (process, code) in enumerate(zip(others, on_their_own, strict=True), start=1):
+        who = f"training process {rank} (pid {process.pid})"
+        silent = f"{who} stopped answering (still running {patience:g} s after rank 0 stopped)"
+        if code is not None:
+            if code != 0:
+                phrases.append(f"{who} {_ended(code)}")
+        elif process.exitcode == -signal.SIGTERM:
+            phrases.append(f"{silent}: ended by SIGTERM")
+        elif process.exitcode is not None:
+            # A stopped process (SIGSTOP, a debugger) holds SIGTERM pending; SIGKILL ends it.
+            phrases.append(
+                f"{silent}: stopped or stuck, it ignored SIGTERM for {GRACE_SECONDS:g} s and "
+                f"was killed"
+            )
+        else:
+            phrases.append(f"{silent}: in uninterruptible I/O, it outlived SIGKILL")
+    return phrases
+
+
+def _ended(code: int) -> str:
+    """How a process with exit code ``code`` (negative: the signal) ended."""
+    if code < 0:
+        return f"was killed by {signal.Signals(-code).name}"
+    return f"exited with code {code}"
+
+
 def launch(
     config: TrainConfig,
     env: EnvSource | None = None,
@@ -193,7 +256,12 @@ def launch(
     callbacks: Sequence[Callback] = (),
 ) -> TrainResult:
     """Train with ``config.world_size`` processes on this machine; returns rank 0's result.
-    ``callbacks`` run in this process (rank 0)."""
+    ``callbacks`` run in this process (rank 0).
+
+    No wait here is unbounded: rank 0 learns of a lost rank within ``distributed_timeout``
+    seconds (its collectives time out), and the others are then ended in at most
+    3 x :data:`GRACE_SECONDS` (SIGTERM, then SIGKILL); the error names the ranks that failed
+    or stopped answering."""
     world_size = config.world_size
     init_method = f"tcp://127.0.0.1:{_free_port()}"
     configs = [rank_config(config, world_size, rank) for rank in range(world_size)]
@@ -209,21 +277,22 @@ def launch(
     ]
     for process in others:
         process.start()
-    # The others finish their last collective soon after rank 0; after a failure they may
-    # be stuck (the rank that hangs), so they get a short grace only.
-    grace = 5.0
     try:
         result = _train_rank(0, world_size, init_method, configs[0], env, resume, callbacks)
-        grace = 60.0
-    finally:
-        for process in others:
-            process.join(timeout=grace)
-            if process.is_alive():
-                process.terminate()
-                process.join()
-    failed = {p.name: p.exitcode for p in others if p.exitcode not in (0, None)}
+    except PeerLostError as err:
+        # Name the rank that failed or stopped answering: rank 0 knows only that one did.
+        raise PeerLostError("; ".join([str(err), *_end_ranks(others, GRACE_SECONDS)])) from err
+    except BaseException:
+        # Rank 0's own error (or Ctrl-C) is the run's; the others lose rank 0 and stop.
+        _end_ranks(others, GRACE_SECONDS)
+        raise
+    failed = _end_ranks(others, FINISH_SECONDS)
     if failed:
-        raise PeerLostError(f"training processes failed (exit codes {failed}); see their output")
+        raise PeerLostError(
+            f"training process 0 of {world_size} finished, but "
+            + "; ".join(failed)
+            + "; see their output"
+        )
     return result
 
 

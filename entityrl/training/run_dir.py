@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import shlex
 import time
 from pathlib import Path
@@ -27,12 +29,20 @@ class RunDirError(ConfigError):
 
 def default_run_dir(env_id: str) -> Path:
     """``runs/ENV-DATE-TIME``, numbered ``-2``, ``-3``, ... if a run started that second."""
-    base = Path("runs") / f"{env_id}-{time.strftime('%Y%m%d-%H%M%S')}"
+    base = Path("runs") / f"{safe_name(env_id)}-{time.strftime('%Y%m%d-%H%M%S')}"
     candidate, number = base, 1
     while candidate.exists():
         number += 1
         candidate = base.with_name(f"{base.name}-{number}")
     return candidate
+
+
+def safe_name(env_id: str) -> str:
+    """``env_id`` as a file name on every system: ``my_env.MyEnv`` for ``my_env:MyEnv``,
+    ``gymnasium.ALE.Pong-v5`` for ``gymnasium:ALE/Pong-v5`` (a colon is refused by Windows and
+    awkward in a shell; a slash would nest directories). Only a name: the run's config.yaml
+    keeps the environment's id, and nothing reads it back from the directory."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", ".", env_id).strip(".") or "env"
 
 
 def refuse_existing_run(run_dir: Path) -> None:
@@ -60,6 +70,7 @@ class RunLock:
     def __init__(self, run_dir: Path) -> None:
         self.path = run_dir / LOCK_FILE
         self.file: IO[str] | None = None
+        self.made_directory = not run_dir.exists()
         if fcntl is None:
             return
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -92,6 +103,10 @@ class RunLock:
         fcntl.flock(self.file, fcntl.LOCK_UN)
         self.file.close()
         self.file = None
+        if self.made_directory:
+            # A run that failed before writing anything leaves no empty directory behind.
+            with contextlib.suppress(OSError):  # not empty (or already gone): kept
+                self.path.parent.rmdir()
 
 
 def _same_file(file: IO[str], path: Path) -> bool:

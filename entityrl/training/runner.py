@@ -12,12 +12,11 @@ a final checkpoint.
 from __future__ import annotations
 
 import collections
-import contextlib
 import gc
 import os
-import pickle
 import signal
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +32,7 @@ from entityrl.algorithms.common.reduce import Reducer
 from entityrl.env.environment import Environment
 from entityrl.env.multiplayer_vec import MultiPlayerSettingError
 from entityrl.env.stacking import stacking
+from entityrl.env.validator import EnvValidationError
 from entityrl.env.vec_env import EnvFactory, VecEnv
 from entityrl.nn.device import resolve_device
 from entityrl.nn.rogue_net import RogueNet
@@ -160,6 +160,7 @@ class Trainer:
         self.on_iteration = on_iteration
         self.callbacks = list(callbacks)
         self.stop_reason: str | None = None
+        self._warned_env_state = False
         # With several processes (see entityrl.training.distributed) each steps its share of
         # the environments; the reducer combines what they compute. Rank 0 logs and saves.
         self.reducer = reducer or Reducer()
@@ -169,6 +170,8 @@ class Trainer:
         )
         # One trainer at a time in a run directory: rank 0 holds its lock until the run ends.
         self.lock = run_dirs.RunLock(self.run_dir) if self.rank == 0 else None
+        if self.rank == 0:  # what a killed checkpoint write left behind
+            ckpt.remove_stale_temp_files(self.run_dir)
         try:
             self._set_up(env, resume)
         except BaseException:
@@ -200,6 +203,11 @@ class Trainer:
             self.env = make_env(config, env, num_envs=per_rank, seed_offset=self.rank * per_rank)
         except MultiPlayerSettingError as err:
             raise ConfigError(str(err)) from None
+        except (ValueError, TypeError) as err:
+            # A constructor refusing the user's arguments (a bug in it keeps its traceback).
+            if not config.env.kwargs or isinstance(err, EnvValidationError):
+                raise
+            raise ConfigError(f"env.kwargs: {err}") from None
         try:
             self.net = RogueNet(
                 self.env.obs_space, self.env.action_space, config.net, device=self.device
@@ -272,15 +280,27 @@ class Trainer:
         }
 
     def save(self) -> Path:
-        env_state = None
-        # Environments that cannot save their state resume with fresh episodes.
-        with contextlib.suppress(NotImplementedError):
-            env_state = self.env.get_state()
+        env_state, why = None, ""
+        try:
+            env_state = self.env.get_state(self.config.env.pickle_state)
+        except NotImplementedError as err:  # resumed, such environments start new episodes
+            why = str(err)
         states = self.reducer.gather(env_state)
         state = self.state()
         path = self.run_dir / ckpt.CHECKPOINT_FILE
         if self.rank == 0:
-            saved_envs = None if any(s is None for s in states) else pickle.dumps(states)
+            saved_envs = None if any(s is None for s in states) else states
+            if saved_envs is None and not self._warned_env_state:
+                self._warned_env_state = True
+                why = why or "another training process could not save its share"
+                warnings.warn(
+                    f"the environments' state is not saved in checkpoints ({why}); a resumed "
+                    "run starts new episodes. With env.pickle_state=true it is pickled instead "
+                    "(resuming then unpickles it: only for run directories that you write and "
+                    "resume yourself)",
+                    ckpt.EnvStateWarning,
+                    stacklevel=2,
+                )
             path = ckpt.save_checkpoint(self.run_dir, state, saved_envs)
         self.reducer.gather(None)  # no process runs ahead of a checkpoint being written
         return path
@@ -298,10 +318,11 @@ class Trainer:
         self.recent_returns.extend(saved.get("recent_returns", []))
         keys = self.algorithm.state_dict()
         self.algorithm.load_state_dict({key: saved[key][self.rank] for key in keys})
-        env_states = ckpt.load_env_states(self.run_dir, saved)
+        allow_pickle = self.config.env.pickle_state
+        env_states = ckpt.load_env_states(self.run_dir, saved, allow_pickle=allow_pickle)
         if env_states is not None:
             try:
-                obs = self.env.set_state(env_states[self.rank])
+                obs = self.env.set_state(env_states[self.rank], allow_pickle)
             except ValueError as err:
                 raise ckpt.CheckpointError(
                     f"{self.run_dir}: cannot restore the environments: {err}"
@@ -453,11 +474,10 @@ def _merge_metrics(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
 
 def _check_resumable(saved: dict[str, Any], config: TrainConfig) -> None:
     """Refuse to continue a run under a different configuration."""
-    # total_timesteps may grow (to train longer); log settings and the device (a run may
-    # continue on another machine) may change freely.
-    mutable = {"total_timesteps", "log", "device"}
-    ours = {k: v for k, v in to_dict(config).items() if k not in mutable}
-    theirs = {k: v for k, v in saved["config"].items() if k not in mutable}
+    # total_timesteps may grow (to train longer); log settings, the device (a run may
+    # continue on another machine) and whether pickled environment state may load change freely.
+    mutable = {"total_timesteps", "log", "device", "env.pickle_state"}
+    ours, theirs = _without(to_dict(config), mutable), _without(saved["config"], mutable)
     diffs = ckpt.config_differences(theirs, ours)
     if diffs:
         raise ckpt.CheckpointError(
@@ -465,6 +485,16 @@ def _check_resumable(saved: dict[str, Any], config: TrainConfig) -> None:
             + ", ".join(diffs)
             + " (resume with the run's own config.yaml, changing only total_timesteps or log.*)"
         )
+
+
+def _without(config: dict[str, Any], keys: set[str]) -> dict[str, Any]:
+    """``config`` less the dotted ``keys``."""
+    kept = {}
+    for key, value in config.items():
+        inner = {k.partition(".")[2] for k in keys if k.startswith(f"{key}.")}
+        if key not in keys:
+            kept[key] = _without(value, inner) if inner and isinstance(value, dict) else value
+    return kept
 
 
 def _jsonable(state: dict[str, Any]) -> dict[str, Any]:

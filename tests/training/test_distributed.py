@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import re
+import signal
 import subprocess
 import sys
 import time
@@ -62,10 +66,11 @@ def test_config_world_size_must_match_the_launcher(monkeypatch: pytest.MonkeyPat
     assert rank_config(load_config("CherryPick"), world_size=2, local_rank=1).world_size == 2
 
 
-# Rank 1 dies (as on a lost machine) or hangs after its environments took a few steps.
+# Rank 1 dies (as on a lost machine) or stops answering (SIGSTOP: then it ignores every
+# signal but SIGKILL) after its environments took a few steps.
 DYING_ENV = """
 import os
-import time
+import signal
 
 import torch.distributed as dist
 
@@ -87,9 +92,9 @@ class DyingCherryPick(LostCherryPick):
         os._exit(3)
 
 
-class HangingCherryPick(LostCherryPick):
+class StoppedCherryPick(LostCherryPick):
     def lose(self):
-        time.sleep(3600)
+        os.kill(os.getpid(), signal.SIGSTOP)
 """
 
 
@@ -142,17 +147,55 @@ def test_a_dead_torchrun_node_stops_the_other_with_a_clear_error(tmp_path: Path)
     assert "entityrl train: error: training process 0 of 2 lost the others" in err0
 
 
-@pytest.mark.parametrize(("env", "timeout"), [("DyingCherryPick", 30), ("HangingCherryPick", 20)])
+def _session(leader: int) -> list[str]:
+    """The processes of the session ``leader`` started, as "pid command"."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            pid_comm, _, rest = stat.read_text().rpartition(")")
+        except OSError:  # it ended meanwhile
+            continue
+        if int(rest.split()[3]) == leader:
+            members.append(pid_comm.replace(" (", " ", 1))
+    return members
+
+
+@pytest.mark.parametrize(
+    ("env", "timeout", "culprit"),
+    [
+        ("DyingCherryPick", 30, r"exited with code 3"),
+        # Rank 0 times out; rank 1 ignores SIGTERM while stopped, so SIGKILL ends it.
+        ("StoppedCherryPick", 10, r"stopped answering .*: stopped or stuck, .* was killed"),
+    ],
+    ids=["dying", "stopped"],
+)
 def test_a_lost_rank_stops_the_world_size_shortcut_with_a_clear_error(
-    tmp_path: Path, env: str, timeout: int
+    tmp_path: Path, env: str, timeout: int, culprit: str
 ) -> None:
     (tmp_path / "dying_env.py").write_text(DYING_ENV)
     command = [sys.executable, "-m", "entityrl", "train", f"dying_env:{env}", *SMALL,
                "total_timesteps=100000", f"distributed_timeout={timeout}",
                f"log.run_dir={tmp_path / 'run'}"]  # fmt: skip
+    # No kernel compiler running in the background to tell from a process left behind.
+    quiet = {**os.environ, "ENTITYRL_NO_KERNELS": "1"}
     started = time.monotonic()
-    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert time.monotonic() - started < timeout + 60  # never a hang (the test's limit: 120 s)
-    assert done.returncode == 1, done.stderr
-    last = done.stderr.strip().splitlines()[-1]
+    # A session of its own: every process the run starts can be found, and killed if left.
+    run = subprocess.Popen(command, cwd=tmp_path, env=quiet, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
+    try:
+        _, err = run.communicate(timeout=120)
+        elapsed = time.monotonic() - started
+        # The launcher's resource tracker ends when it reads the launcher's pipe close.
+        deadline = time.monotonic() + 10
+        while _session(run.pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        left = _session(run.pid)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(run.pid, signal.SIGKILL)
+    assert elapsed < timeout + 30, err  # never a hang (the test's limit: 120 s)
+    assert run.returncode == 1, err
+    last = err.strip().splitlines()[-1]
     assert last.startswith("entityrl train: error: training process 0 of 2 lost the others")
+    assert re.search(rf"; training process 1 \(pid \d+\) {culprit}$", last), last
+    assert left == [], left

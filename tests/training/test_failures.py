@@ -3,17 +3,21 @@ that holds another run. None leaves an inconsistent or non-finite checkpoint beh
 
 from __future__ import annotations
 
+import datetime
 import pickle
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
 import pytest
 import torch
-from test_runner import config, learning_metrics, parameters
+from test_runner import config, interrupt_after, learning_metrics, parameters
 
 from entityrl.algorithms.ppo import algorithm as ppo_algorithm
+from entityrl.env import Observation
+from entityrl.envs.minesweeper import MineSweeper
 from entityrl.training import checkpoint as ckpt
 from entityrl.training.finite import NonFiniteError
 from entityrl.training.run_dir import RunDirError
@@ -81,43 +85,70 @@ def test_a_checkpoint_holds_the_environments_state_of_its_own_step(tmp_path: Pat
     assert states is not None and len(states) == 1  # one per training process
 
 
-@pytest.mark.parametrize("where", ["in the checkpoint", "beside it (earlier versions)"])
-def test_a_changed_environment_state_is_not_unpickled_and_the_run_goes_on(
+@pytest.mark.parametrize("where", ["in the checkpoint", "beside it"])
+def test_an_earlier_versions_pickled_environment_state_is_not_unpickled(
     tmp_path: Path, where: str
 ) -> None:
     run = tmp_path / "run"
     Trainer(config(run)).run()
     saved = torch.load(run / "checkpoint.pt", weights_only=True)
-    state = saved.pop(ckpt.ENV_STATE_KEY)
-    truncated = state[: len(state) // 2]
+    pickled = pickle.dumps(["a state as earlier versions pickled it"])
     if where == "in the checkpoint":
-        saved[ckpt.ENV_STATE_KEY] = truncated
-    else:  # an earlier version's file: never signed
-        del saved[ckpt.ENV_STATE_MAC_KEY]
-        (run / ckpt.ENV_STATE_FILE).write_bytes(state.numpy().tobytes())
+        saved[ckpt.ENV_STATE_KEY] = torch.frombuffer(bytearray(pickled), dtype=torch.uint8)
+    else:
+        del saved[ckpt.ENV_STATE_KEY]
+        (run / ckpt.ENV_STATE_FILE).write_bytes(pickled)
     torch.save(saved, run / "checkpoint.pt")
-    with pytest.warns(ckpt.UnverifiedStateWarning, match="start new episodes"):
+    with pytest.warns(ckpt.EnvStateWarning, match=r"earlier version.*start new episodes"):
         resumed = Trainer(config(run, "total_timesteps=256"), resume=run)
     assert resumed.step == 192  # the model, optimizer and step are restored
     assert resumed.run().steps == 256
 
 
-def test_without_a_key_the_run_trains_and_resumes_with_new_episodes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    not_a_directory = tmp_path / "file"
-    not_a_directory.write_text("")
-    monkeypatch.setenv(ckpt.KEY_FILE_VARIABLE, str(not_a_directory / "key"))  # cannot be made
+class Dated(MineSweeper):
+    """MineSweeper that keeps a value of a compiled class (not plain data, but picklable)."""
+
+    def reset(self) -> Observation:
+        self.started = datetime.date(2026, 1, 1) + datetime.timedelta(
+            days=int(self.rng.integers(9))
+        )
+        return super().reset()
+
+
+def test_state_that_is_not_plain_data_is_pickled_only_when_asked(tmp_path: Path) -> None:
+    def interrupted_then_resumed(run: Path, *extra: str) -> None:
+        Trainer(config(run, *extra), env=Dated, on_iteration=interrupt_after(2)).run()
+        Trainer(config(run, *extra), env=Dated, resume=run).run()
+
+    whole = tmp_path / "whole"
+    with pytest.warns(ckpt.EnvStateWarning):
+        Trainer(config(whole), env=Dated).run()
+
+    # By default the run says why the environments are not saved, and resumes with new ones.
     run = tmp_path / "run"
-    with pytest.warns(ckpt.UnverifiedStateWarning, match="cannot make the key"):
-        Trainer(config(run)).run()
-    with pytest.warns(ckpt.UnverifiedStateWarning, match="start new episodes"):
-        resumed = Trainer(config(run, "total_timesteps=256"), resume=run)
-    assert resumed.step == 192
+    with pytest.warns(ckpt.EnvStateWarning, match=r"\.started: a datetime:date is not plain"):
+        interrupted_then_resumed(run)
+    assert not all(torch.equal(a, b) for a, b in zip(_values(whole), _values(run), strict=True))
+
+    # Asked to, it pickles them (signed) and resumes exactly.
+    pickled = tmp_path / "pickled"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ckpt.EnvStateWarning)
+        interrupted_then_resumed(pickled, "env.pickle_state=true")
+    assert all(torch.equal(a, b) for a, b in zip(_values(whole), _values(pickled), strict=True))
+
+    # Without the setting, a resume does not unpickle what was pickled.
+    with pytest.warns(ckpt.EnvStateWarning, match=r"pickled part.*not allowed"):
+        Trainer(config(pickled, "total_timesteps=256"), env=Dated, resume=pickled)
+
+
+def _values(run: Path) -> list[torch.Tensor]:
+    return list(parameters(run).values())
 
 
 def test_a_crafted_environment_state_never_runs(tmp_path: Path) -> None:
-    """Unpickling runs code: a run directory from elsewhere must not get to run any."""
+    """Unpickling runs code: a run directory from elsewhere must not get to run any, not even
+    with env.pickle_state=true."""
     run = tmp_path / "run"
     Trainer(config(run)).run()
     marker = tmp_path / "ran"
@@ -126,17 +157,22 @@ def test_a_crafted_environment_state_never_runs(tmp_path: Path) -> None:
         def __reduce__(self):
             return (marker.write_text, ("pwned",))
 
+    crafted = pickle.dumps(Payload()).decode("latin-1")
     saved = torch.load(run / "checkpoint.pt", weights_only=True)
-    crafted = pickle.dumps([Payload()])
-    saved[ckpt.ENV_STATE_KEY] = torch.frombuffer(bytearray(crafted), dtype=torch.uint8)
-    saved[ckpt.ENV_STATE_MAC_KEY] = "0" * 64  # a signature made without this user's key
+    # A pickled part with a signature made without this user's key.
+    saved[ckpt.ENV_STATE_KEY] = [{"t": "pickle", "id": 0, "data": crafted, "mac": "0" * 64}]
     torch.save(saved, run / "checkpoint.pt")
-    with pytest.warns(ckpt.UnverifiedStateWarning):
-        Trainer(config(run, "total_timesteps=256"), resume=run).run()
+    for setting in ("env.pickle_state=false", "env.pickle_state=true"):
+        with pytest.warns(ckpt.EnvStateWarning, match="pickled part"):
+            Trainer(config(run, setting, "total_timesteps=256"), resume=run)
     assert not marker.exists()
-    # The same bytes signed with this user's key are trusted (and would run): the key is
-    # what keeps other people's pickles out.
-    assert ckpt.sign(crafted) != "0" * 64
+
+    # Nor can a state build objects of classes the environments do not use.
+    attrs = {"envs": {"t": "object", "id": 1, "class": "subprocess:Popen", "attrs": {}}}
+    saved[ckpt.ENV_STATE_KEY] = [{"t": "object", "id": 0, "class": "os:PathLike", "attrs": attrs}]
+    torch.save(saved, run / "checkpoint.pt")
+    with pytest.raises(ckpt.CheckpointError, match=r"cannot restore the environments.*do not use"):
+        Trainer(config(run, "total_timesteps=256"), resume=run)
 
 
 def poison_after(iterations: int, poison):

@@ -12,6 +12,7 @@ from test_runner import config
 
 from entityrl.training import Trainer
 from entityrl.training.checkpoint import CheckpointError
+from entityrl.training.config import ConfigError, load_config
 from entityrl.training.run_dir import LOCK_FILE, RunDirError, RunLock
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="no flock on Windows")
@@ -38,6 +39,13 @@ def test_a_trainer_that_fails_to_start_lets_go(tmp_path: Path) -> None:
         Trainer(config(run, "seed=2"), resume=run)
     # Not refused: the trainer that failed after taking the lock released it.
     assert Trainer(config(run, "total_timesteps=256"), resume=run).run().steps == 256
+
+
+def test_a_new_run_that_fails_to_start_leaves_no_directory(tmp_path: Path) -> None:
+    run = tmp_path / "new"
+    with pytest.raises(ConfigError, match=r"env\.kwargs: MoveToOrigin: max_steps must be"):
+        Trainer(load_config("MoveToOrigin", [f"log.run_dir={run}", "env.kwargs.max_steps=0"]))
+    assert not run.exists()
 
 
 def test_a_killed_holder_leaves_no_stale_lock(tmp_path: Path) -> None:

@@ -142,9 +142,9 @@ def ragged_attention(
     d_model = shape[1] // 3
     if n_head <= 0 or d_model % n_head:
         raise ValueError(f"d_model ({d_model}) must be divisible by n_head ({n_head})")
-    kernel = _get_kernel()
+    # The device first: asking for the kernel starts its build, useless off the CPU.
     dtype = _DTYPE_CODES.get(qkv.dtype)
-    if kernel is None or dtype is None or not qkv.is_cpu:
+    if dtype is None or not qkv.is_cpu or (kernel := _get_kernel()) is None:
         return reference_attention(qkv, row_slot, row_len, n_head, visible)
     d_head = d_model // n_head
     if d_head > kernel.max_head_dim:

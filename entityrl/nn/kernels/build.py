@@ -8,11 +8,16 @@ version, the flags and the CPU's feature flags, so editing the source, changing 
 moving the cache to another kind of machine builds a new library instead of loading a stale or
 illegal one. Several processes may build at once (``pytest -n 2``, data-parallel ranks): each
 compiles to its own temporary file and renames it into place atomically, so a reader only ever
-sees a complete library.
+sees a complete library. A build killed midway (Ctrl-C during the first run) leaves its
+temporary file behind; the next build removes such leftovers (see
+:func:`remove_stale_temp_files`).
 
 The first kernel asked for starts the builds of all of them, side by side on their own
 threads (each compile is a compiler process), and waits only for its own: the first use pays
-about the longest compile (attention.cpp) rather than the sum.
+about the longest compile (attention.cpp) rather than the sum. Builds start only where a
+kernel is asked for, that is for tensors on the CPU: a network on a GPU compiles nothing.
+The first compile of a process is announced (:data:`announce`), as it keeps a first run busy
+for half a minute or more before anything else happens.
 
 The flags: the first set of :data:`TARGETS` x :data:`THREADING` the compiler accepts, tried
 on a one-line source, so a compiler without OpenMP (Apple's clang) or without
@@ -38,10 +43,13 @@ import hashlib
 import logging
 import os
 import platform
+import re
 import shutil
+import socket
 import subprocess
 import tempfile
 import threading
+import time
 import warnings
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, wait
@@ -74,11 +82,23 @@ int entityrl_probe() { return 1; }
 #endif
 """
 COMPILE_TIMEOUT = 900.0  # wall time: a machine shared by many jobs compiles slowly
+STALE_TEMP_AGE = 3600.0
+"""Seconds after which a temporary file in the cache is a leftover whoever wrote it: no build
+runs that long (the compiler is stopped after :data:`COMPILE_TIMEOUT`)."""
+# The owner in a temporary file's name, ``.<stem>-<pid>@<host>-<random>.tmp`` (mkstemp's
+# random part has no "-"); see _temp_file.
+_TEMP_OWNER = re.compile(r"-(\d+)@(.*)-[a-z0-9_]+\.tmp\Z")
+
+announce: Callable[[str], None] | None = None
+"""Called, once per process, with a line saying that the kernels are being built, when the
+first compile starts (the ``entityrl`` commands print it); None: the line is only logged."""
 
 # Why the kernels are unavailable (None when they are, or before the first attempt).
 unavailable_reason: str | None = None
 # Inside torch_path(): every kernel reports itself unavailable.
 _torch_path_only = False
+# Whether this process has announced a build (it does once).
+_announced = False
 
 
 @contextlib.contextmanager
@@ -207,13 +227,14 @@ def _compile(cxx: str, source: Path, target: Path, candidates: tuple[tuple[str, 
     """Build ``target`` from ``source`` atomically with the first flag set the compiler
     accepts. A failure leaves a marker (see :func:`failure_marker`) holding the error."""
     target.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temp_files(target.parent)
     with _probe_lock:  # the builds started together probe once
         flags = _probe(cxx, candidates)
     if isinstance(flags, str):
         message = f"{cxx} accepts none of the flag sets {candidates}: {flags}"
     else:
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.stem}-", suffix=".tmp")
-        os.close(fd)
+        tmp = _temp_file(target.parent, target.stem)
+        _announce(target.parent)  # (where it is built: a read-only cache fails just above)
         try:
             error = _run_compiler(cxx, flags, source, tmp)
             if error is None:
@@ -235,10 +256,61 @@ def failure_marker(target: Path) -> Path:
 
 
 def _write_atomically(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}-", suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    tmp = _temp_file(path.parent, path.stem)
+    try:
+        Path(tmp).write_text(text)
+        os.replace(tmp, path)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+
+
+def _temp_file(directory: Path, stem: str) -> str:
+    """A new empty file in ``directory`` for a build to write and rename into place, named
+    ``.<stem>-<pid>@<host>-<random>.tmp`` after the process writing it: a later build tells the
+    leftover of a killed one from one being written (:func:`remove_stale_temp_files`)."""
+    owner = f"{os.getpid()}@{socket.gethostname()}"
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{stem}-{owner}-", suffix=".tmp")
+    os.close(fd)
+    return tmp
+
+
+def remove_stale_temp_files(directory: Path) -> None:
+    """Remove the temporary files (``.*.tmp``) that killed builds left in ``directory``: those
+    of a process of this machine that is gone, and any older than :data:`STALE_TEMP_AGE` (of
+    another machine sharing the cache, or named as earlier versions named them). Files that
+    cannot be removed (a read-only cache) are left."""
+    host, now = socket.gethostname(), time.time()
+    for path in directory.glob(".*.tmp"):
+        owner = _TEMP_OWNER.search(path.name)
+        gone = owner is not None and owner[2] == host and not _alive(int(owner[1]))
+        with contextlib.suppress(OSError):  # renamed by its build meanwhile, or read-only
+            if gone or now - path.stat().st_mtime > STALE_TEMP_AGE:
+                path.unlink()
+                logger.info("removed %s, left by a build that did not finish", path)
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` of this machine exists."""
+    try:
+        os.kill(pid, 0)  # signal 0: only checks that the process exists
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process (PermissionError): it exists
+        return True
+    return True
+
+
+def _announce(directory: Path) -> None:
+    """Say, once per process, that the kernels are being built (see :data:`announce`)."""
+    global _announced
+    with _builds_lock:
+        if _announced:
+            return
+        _announced = True
+    line = f"building the C++ kernels for this CPU, once (about half a minute; into {directory})"
+    logger.info(line)
+    if announce is not None:
+        announce(line)
 
 
 def build_library(source: Path, settings: Settings | None = None) -> Path:
@@ -339,13 +411,13 @@ def forget_builds() -> None:
     """Forget every library loaded or built and the warning given, so that the next use
     builds or loads again (in the environment of then); for tests. Builds under way are
     waited for, so that none writes into a cache a later test has moved."""
-    global _warned
+    global _warned, _announced
     wait_for_builds()
     load_library.cache_clear()
     _probe.cache_clear()
     with _builds_lock:
         _builds.clear()
-    _warned = False
+    _warned = _announced = False
 
 
 class LazyKernel(Generic[K]):

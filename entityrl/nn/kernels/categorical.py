@@ -131,8 +131,13 @@ def masked_categorical(
             raise ValueError(
                 f"masked_categorical: chosen must be ({logits.shape[0]},), got {tuple(chosen.shape)}"
             )
-    kernel = _get_kernel()
-    if kernel is None or logits.dtype != torch.float32 or not logits.is_cpu or logits.shape[1] == 0:
+    # The tensors first: asking for the kernel starts its build, useless off the CPU.
+    if (
+        logits.dtype != torch.float32
+        or not logits.is_cpu
+        or logits.shape[1] == 0
+        or (kernel := _get_kernel()) is None
+    ):
         return reference_categorical(logits, legal, chosen, deterministic, generator)
     logits = logits.contiguous()
     legal = None if legal is None else legal.contiguous()
@@ -276,13 +281,12 @@ def select_logits(
     x[slot[p]] . u[actor[p]]`` for every pair ``p``; differentiable with respect to ``x``
     ``(slots, D)`` and ``u`` ``(actors, D)``. The kernel takes float32 CPU tensors (and int64
     indices, which it checks); anything else runs the same in torch."""
-    kernel = _get_kernel()
     if (
-        kernel is None
-        or any(t.dtype != torch.float32 or not t.is_cpu for t in (x, u))
+        any(t.dtype != torch.float32 or not t.is_cpu for t in (x, u))
         or x.dim() != 2
         or u.dim() != 2
         or x.shape[1] != u.shape[1]
+        or (kernel := _get_kernel()) is None
     ):
         flat = scale * (x.index_select(0, slot) * u.index_select(0, actor)).sum(1)
         return flat.new_zeros(shape[0] * shape[1]).index_copy(0, pos, flat).view(shape)

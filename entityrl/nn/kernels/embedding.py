@@ -69,8 +69,11 @@ def embed(
     slot). Differentiable with respect to the projections' and layer norms' parameters and
     the placed embeddings; None where the caller should compute it with torch.
     """
-    kernel = pointwise._get_kernel()
-    if kernel is None or not all(_supported(t, d_model) for t in types):
+    # The tensors first: asking for the kernel starts its build, useless off the CPU.
+    if (
+        not all(_supported(t, d_model) for t in types)
+        or (kernel := pointwise._get_kernel()) is None
+    ):
         return None
     inputs: list[torch.Tensor] = []
     for t in types:

@@ -112,12 +112,12 @@ def layer_norm(
             f"got {tuple(weight.shape)} and {tuple(bias.shape)}"
         )
     out_dtype = out_dtype or x.dtype
-    kernel = _get_kernel()
+    # The tensors first: asking for the kernel starts its build, useless off the CPU.
     if (
-        kernel is None
-        or out_dtype not in _DTYPE_CODES
+        out_dtype not in _DTYPE_CODES
         or d == 0
         or any(t.dtype != torch.float32 or not t.is_cpu for t in (x, weight, bias))
+        or (kernel := _get_kernel()) is None
     ):
         return functional.layer_norm(x, (d,), weight, bias, eps).to(out_dtype)
     x, weight, bias = x.contiguous(), weight.contiguous(), bias.contiguous()
@@ -267,16 +267,15 @@ def add_layer_norm(
             f"and {tuple(res.shape)}"
         )
     d = x.shape[-1] if x.dim() else 0
-    kernel = _get_kernel()
     if (
-        kernel is None
-        or d == 0
+        d == 0
         or (out_dtype or torch.float32) not in _DTYPE_CODES
         or res.dtype not in _DTYPE_CODES
         or not res.is_cpu
         or weight.shape != (d,)
         or bias.shape != (d,)
         or any(t.dtype != torch.float32 or not t.is_cpu for t in (x, weight, bias))
+        or (kernel := _get_kernel()) is None
     ):
         total = x + res
         return total, layer_norm(total, weight, bias, eps, out_dtype)
@@ -331,8 +330,7 @@ def gelu(x: torch.Tensor) -> torch.Tensor:
     any shape, in ``x``'s dtype (computed in float32, error below 1e-6). Other dtypes and
     devices use ``functional.gelu``. Differentiable; saves ``x`` only when a gradient will be
     needed."""
-    kernel = _get_kernel()
-    if kernel is None or x.dtype not in _DTYPE_CODES or not x.is_cpu:
+    if x.dtype not in _DTYPE_CODES or not x.is_cpu or (kernel := _get_kernel()) is None:
         return functional.gelu(x)
     x = x.contiguous()
     if _needs_graph(x):
