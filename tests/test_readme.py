@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import sys
 import types
@@ -9,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from packaging.requirements import Requirement
+from packaging.version import Version
 
 from entityrl.env import ValidatingEnvironment
 from entityrl.env.validator import EnvValidationError
@@ -21,11 +24,67 @@ def code_blocks(language: str) -> list[str]:
     return re.findall(rf"```{language}\n(.*?)```", README, re.S)
 
 
+def commands(block: int) -> list[str]:
+    """The commands of the README's ``block``-th bash block (comments left out)."""
+    return [line for line in code_blocks("bash")[block].splitlines() if line and line[0] != "#"]
+
+
+def opening_commands() -> list[str]:
+    """The README's first two commands: set up and train, set up and test."""
+    opening = commands(0)
+    assert len(opening) == 2, "the README opens with two commands"
+    return opening
+
+
+def cpu_command() -> str:
+    """The first command again, with PyTorch's CPU build (the README's next block)."""
+    (command,) = commands(1)
+    return command
+
+
 def test_ci_runs_the_readme_test_command() -> None:
-    commands = [line for line in code_blocks("bash")[0].splitlines() if line and line[0] != "#"]
-    assert len(commands) == 2, "the README opens with two commands"
     ci = (ROOT / ".ci" / "run").read_text()
-    assert commands[1] in ci.splitlines()
+    assert opening_commands()[1] in ci.splitlines()
+
+
+def test_the_cpu_command_is_the_first_one_with_pytorchs_cpu_index() -> None:
+    pypi, cpu = opening_commands()[0], cpu_command()
+    index = "--extra-index-url https://download.pytorch.org/whl/cpu"
+    assert cpu == pypi.replace("-c constraints.txt ", f"-c constraints.txt {index} ")
+    # The pin names a version PyPI has (no local label) and admits PyTorch's CPU build of it.
+    (pin,) = (line for line in (ROOT / "constraints.txt").read_text().splitlines()
+              if line.startswith("torch=="))  # fmt: skip
+    requirement = Requirement(pin)
+    (version,) = (Version(spec.version) for spec in requirement.specifier)
+    assert version.local is None, f"{pin}: PyPI has no build with a local label"
+    assert requirement.specifier.contains(f"{version}+cpu")
+
+
+def test_the_first_commands_install_what_the_follow_ups_need() -> None:
+    # A subcommand that needs an extra names it in its error: pip install 'entityrl[EXTRA]'.
+    for command in (opening_commands()[0], cpu_command()):
+        extras = re.search(r"-e '\.\[([\w,]+)\]'", command)
+        installed = set(extras.group(1).split(",")) if extras else set()
+        for sub in re.findall(r"^\.venv/bin/entityrl (\w+)", code_blocks("bash")[2], re.M):
+            source = (ROOT / "entityrl" / "cli" / f"{sub}.py").read_text()
+            needed = set(re.findall(r"pip install 'entityrl\[(\w+)\]'", source))
+            assert needed <= installed, f"entityrl {sub} needs {needed - installed}"
+
+
+def test_ci_reads_the_first_commands_pip_arguments_and_size_statement() -> None:
+    # .ci/pypi_resolution.py resolves the first command against PyPI (in CI, with the network)
+    # and compares with the README's figures; here only that it finds both.
+    spec = importlib.util.spec_from_file_location(
+        "pypi_resolution", ROOT / ".ci" / "pypi_resolution.py"
+    )
+    assert spec is not None and spec.loader is not None
+    resolution = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(resolution)
+    command = resolution.first_command(README)
+    assert command == opening_commands()[0]
+    assert resolution.pip_arguments(command) == ["-c", "constraints.txt", "-e", ".[plot]"]
+    nvidia, gigabytes = resolution.claim(README)
+    assert nvidia > 0 and gigabytes > 1
 
 
 @pytest.fixture

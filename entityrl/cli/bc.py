@@ -7,11 +7,11 @@ import json
 import sys
 from pathlib import Path
 
-from entityrl.cli.arguments import USAGE_ERROR
+from entityrl.cli.arguments import USAGE_ERROR, load_train_config
 from entityrl.nn.device import DeviceError
 from entityrl.training.agent import AgentError
 from entityrl.training.checkpoint import CheckpointError
-from entityrl.training.config import ConfigError, TrainConfig, load_config, to_yaml
+from entityrl.training.config import ConfigError, TrainConfig, to_yaml
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -94,7 +94,7 @@ def bc_config(demos: list[str], overrides: list[str], source: str | None) -> Tra
             )
         source = header.env_id
         recorded_env = [f"env.kwargs={json.dumps(header.env_kwargs)}"]
-    return load_config(
+    return load_train_config(
         source, [*recorded_env, "algo=bc", f"bc.demos={json.dumps(demos)}", *overrides]
     )
 

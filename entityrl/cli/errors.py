@@ -14,10 +14,11 @@ import sysconfig
 import traceback
 from pathlib import Path
 
-from entityrl.cli.arguments import RUNTIME_ERROR
+from entityrl.cli.arguments import RUNTIME_ERROR, error_line
 from entityrl.env.process_vec_env import EnvWorkerError
 from entityrl.env.validator import EnvValidationError
 from entityrl.nn.device import DeviceError
+from entityrl.nn.rogue_net import ObservationTooLargeError
 from entityrl.training.agent import AgentError
 from entityrl.training.checkpoint import CheckpointError
 from entityrl.training.config import ConfigError
@@ -32,6 +33,7 @@ OWN_ERRORS = (
     AgentError,
     NonFiniteError,
     EnvWorkerError,
+    ObservationTooLargeError,
 )
 
 _PACKAGE = Path(__file__).resolve().parent.parent
@@ -39,10 +41,6 @@ _PYTHON_DIRS = tuple(
     str(Path(p).resolve())
     for p in {sysconfig.get_path(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
 )
-
-
-def error_line(command: str, message: str) -> str:
-    return f"entityrl {command}: error: {message}"
 
 
 def report(command: str, err: BaseException) -> int | None:

@@ -4,9 +4,11 @@ report the mean and spread of their return, length and the environment's own met
 from __future__ import annotations
 
 import argparse
+import inspect
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -150,7 +152,7 @@ def run_match(agent: Agent, env: VecEnv, args: argparse.Namespace) -> int:
     """``--opponent``: a match of the agent against an opponent in a multi-player game."""
     from entityrl.env.multiplayer_vec import PlayerVecEnv
     from entityrl.training.match import load_opponent, play_match
-    from entityrl.training.players import NetworkPlayer
+    from entityrl.training.players import NetworkPlayer, ScriptedPlayer
 
     if not isinstance(env, PlayerVecEnv):
         raise ValueError(
@@ -163,6 +165,8 @@ def run_match(agent: Agent, env: VecEnv, args: argparse.Namespace) -> int:
         raise ValueError(f"--seat: unknown players {unknown}; the game's players: {env.players}")
     seats = None if not args.seat else [env.players.index(p) for p in args.seat]
     opponent = load_opponent(args.opponent, env, args.seed, args.deterministic)
+    if isinstance(opponent, ScriptedPlayer):
+        check_scripted(opponent.function, args.opponent)
     player = NetworkPlayer(agent.net, agent.generator, deterministic=args.deterministic)
     result = play_match(player, opponent, env, args.episodes, seats, args.max_steps)
     print(
@@ -170,6 +174,24 @@ def run_match(agent: Agent, env: VecEnv, args: argparse.Namespace) -> int:
         f"{args.opponent}: {result.summary()}"
     )
     return 0
+
+
+def check_scripted(function: Callable[..., Any], spec: str) -> None:
+    """A scripted opponent is called with one Observation. One that cannot be is refused
+    before the match: called inside the match loop, it would fail there with a TypeError
+    whose traceback is entityrl's."""
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):
+        return  # a callable that does not describe its parameters: the match will tell
+    try:
+        signature.bind(None)
+    except TypeError:
+        name = getattr(function, "__name__", type(function).__name__)
+        raise ValueError(
+            f"--opponent {spec}: expected a function of one argument (the player's "
+            f"Observation), got {name}{signature}"
+        ) from None
 
 
 def evaluate_replayed(agent: Agent, env: VecEnv, args: argparse.Namespace) -> Evaluation:

@@ -11,9 +11,43 @@ import argparse
 import importlib
 import os
 import sys
+from collections.abc import Sequence
 
 # Command modules, in the order ``entityrl --help`` lists them.
 COMMANDS = ["train", "bc", "eval", "play", "plot", "survival", "export", "tune"]
+
+
+class CommandParser(argparse.ArgumentParser):
+    """A command's parser, whose positionals may come among its options: ``entityrl train ENV
+    --resume DIR seed=1``. Plain argparse takes a command's positionals all at once where the
+    first one stands, and refuses those after an option as "unrecognized arguments"."""
+
+    _intermixing = False
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        # parse_known_intermixed_args parses by calling parse_known_args (twice, with the
+        # positionals then the options switched off): those calls parse plainly. A parser of
+        # subcommands (entityrl survival) cannot be parsed intermixed, and is parsed plainly.
+        if self._intermixing:
+            return super().parse_known_args(args, namespace)
+        if any(
+            a.nargs in (argparse.PARSER, argparse.REMAINDER) for a in self._get_positional_actions()
+        ):
+            parsed, unknown = super().parse_known_args(args, namespace)
+        else:
+            self._intermixing = True
+            try:
+                parsed, unknown = self.parse_known_intermixed_args(args, namespace)
+            finally:
+                self._intermixing = False
+        if unknown:  # refused here, so that the message names the command and its help
+            self.error(
+                f"unrecognized argument {unknown[0]!r} (options: {self.prog} --help; overrides "
+                "are key=value, without dashes)"
+            )
+        return parsed, unknown
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -21,7 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="entityrl",
         description="Reinforcement learning on entity-based environments.",
     )
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    subparsers = parser.add_subparsers(
+        dest="command", metavar="COMMAND", required=True, parser_class=CommandParser
+    )
     for name in COMMANDS:
         importlib.import_module(f"entityrl.cli.{name}").add_parser(subparsers)
     return parser

@@ -59,8 +59,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--out",
         metavar="FILE",
-        help=f"PNG file to write (default: RUN_DIR/{DEFAULT_FILE} for one run, "
-        f"./{DEFAULT_FILE} for several)",
+        help=f"PNG file to write, its missing directories created (default: "
+        f"RUN_DIR/{DEFAULT_FILE} for one run, ./{DEFAULT_FILE} for several)",
     )
     parser.add_argument(
         "--metrics",
@@ -103,17 +103,20 @@ def plot_runs(run_dirs: Sequence[Path], out: Path, metrics: Sequence[str] | None
             f"{', '.join(logged)}"
         )
     figure = _draw(runs, names)
-    atomic_write(out, lambda f: figure.savefig(f, format="png"))
+    try:  # creating missing directories, as export --out and --record do
+        atomic_write(out, lambda f: figure.savefig(f, format="png"))
+    except OSError as err:
+        in_the_way = isinstance(err, FileExistsError | NotADirectoryError)
+        reason = "a file stands where a directory of it would be" if in_the_way else err.strerror
+        raise PlotError(f"--out {out}: cannot write it: {reason}") from None
     return out
 
 
 def check_out(out: Path) -> None:
-    """The figure is a PNG file in an existing directory (a typo in --out should not create
-    directories or write PNG bytes into a .txt file)."""
+    """The figure is a PNG file (a typo in --out should not write PNG bytes into a .txt
+    file)."""
     if out.suffix.lower() != ".png":
         raise PlotError(f"--out {out}: expected a .png file name, got {out.suffix or 'no'} suffix")
-    if not out.parent.is_dir():
-        raise PlotError(f"--out {out}: directory {out.parent} does not exist")
 
 
 def load_records(run_dir: Path) -> Records:

@@ -15,7 +15,7 @@ import math
 import sys
 from collections.abc import Sequence
 
-from entityrl.cli.arguments import USAGE_ERROR, positive_int
+from entityrl.cli.arguments import USAGE_ERROR, error_line, positive_int
 from entityrl.envs.survival.actions import ACTION_MODES
 from entityrl.envs.survival.config import SurvivalConfigError, load_config
 from entityrl.envs.survival.metrics import (
@@ -148,8 +148,7 @@ def run_check(args: argparse.Namespace) -> int:
     try:
         rules = Rules(load_config(args.world))
     except SurvivalConfigError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
+        return _usage_error(err)
     cfg = rules.config
     print(f"{cfg.name}: valid")
     print(f"  map {rules.width}x{rules.height}, terrain: {', '.join(rules.terrain_names)}")
@@ -296,8 +295,11 @@ def format_table(rows: Sequence[Sequence[str]]) -> str:
 
 
 def _usage_error(err: Exception) -> int:
+    """A world, task or option the command cannot use: one line, exit code 2 (as the other
+    commands report a bad config)."""
     # A KeyError's message is its first argument (str() would add quotes).
-    print(f"error: {err.args[0] if isinstance(err, KeyError) else err}", file=sys.stderr)
+    message = err.args[0] if isinstance(err, KeyError) else err
+    print(error_line("survival", str(message)), file=sys.stderr)
     return USAGE_ERROR
 
 
@@ -308,7 +310,10 @@ def _steps(value: float, max_steps: int) -> str:
 
 
 def _fraction(text: str) -> float:
-    value = float(text)
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan  # refused below, with the message a number out of range gets
     if not 0 < value <= 1:
         raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text}")
     return value

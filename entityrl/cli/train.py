@@ -8,12 +8,19 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from entityrl.cli.arguments import RUNTIME_ERROR, USAGE_ERROR
+from entityrl.cli.arguments import RUNTIME_ERROR, USAGE_ERROR, load_train_config
 from entityrl.env.process_vec_env import EnvWorkerError
 from entityrl.env.validator import EnvValidationError
 from entityrl.nn.device import DeviceError
-from entityrl.training.checkpoint import CHECKPOINT_FILE, CheckpointError, load_checkpoint
-from entityrl.training.config import ConfigError, TrainConfig, describe, load_config, to_yaml
+from entityrl.nn.kernels import build
+from entityrl.nn.rogue_net import ObservationTooLargeError
+from entityrl.training.checkpoint import (
+    CHECKPOINT_FILE,
+    CheckpointError,
+    CheckpointWriteError,
+    load_checkpoint,
+)
+from entityrl.training.config import ConfigError, TrainConfig, describe, to_yaml
 from entityrl.training.finite import NonFiniteError
 from entityrl.training.periodic_eval import BEST_FILE
 
@@ -29,7 +36,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
             "Train a RogueNet agent with PPO, or with the algorithm algo= names (a built-in one, "
             "or your own as algo=module:Class, whose settings --help then lists). ENV_OR_CONFIG is a registered environment name "
             "(its shipped config is used) or a YAML config file. Any parameter can be "
-            "overridden as key=value, e.g. ppo.gamma=0.9 rollout.num_envs=64."
+            "overridden as key=value, before or after the options, e.g. ppo.gamma=0.9 "
+            "rollout.num_envs=64."
         ),
         epilog="parameters (default values):\n" + describe(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -74,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         print("entityrl train: error: give an environment name or a config file", file=sys.stderr)
         return USAGE_ERROR
     try:
-        config = load_config(source, overrides)
+        config = load_train_config(source, overrides)
     except ConfigError as err:
         print(f"entityrl train: error: {err}", file=sys.stderr)
         return USAGE_ERROR
@@ -85,17 +93,30 @@ def run(args: argparse.Namespace) -> int:
         # Chosen here, so that an error can name it (every rank of a launcher chooses alike).
         config.log.run_dir = str(default_run_dir(config))
     run_dir = Path(args.resume or config.log.run_dir)
+    if is_rank_zero():
+        # A first run compiles the kernels for half a minute or more before any progress.
+        build.announce = lambda line: print(f"entityrl train: {line}", file=sys.stderr, flush=True)
     try:
         # One process, world_size=N processes here, or one rank of a launcher's (torchrun).
         result = train(config=config, resume=args.resume)
+    except CheckpointWriteError as err:  # a full disk, say: not the user's input
+        print(f"entityrl train: error: {err}", file=sys.stderr)
+        return RUNTIME_ERROR
     except (CheckpointError, ConfigError, DeviceError) as err:
         print(f"entityrl train: error: {err}", file=sys.stderr)
         return USAGE_ERROR
     except PeerLostError as err:
         print(f"entityrl train: error: {err}", file=sys.stderr)
         return RUNTIME_ERROR
-    except (EnvWorkerError, EnvValidationError, NonFiniteError) as err:
-        print(f"entityrl train: error: {err}; {last_checkpoint(run_dir)}", file=sys.stderr)
+    except (EnvWorkerError, EnvValidationError, NonFiniteError, ObservationTooLargeError) as err:
+        # The message's first line says what failed; a worker's error follows it with the
+        # environment's frames, after which the checkpoint's line would be lost.
+        headline, _, frames = str(err).partition("\n")
+        print(
+            f"entityrl train: error: {headline}; {last_checkpoint(run_dir)}"
+            + (f"\n{frames}" if frames else ""),
+            file=sys.stderr,
+        )
         return RUNTIME_ERROR
     if not is_rank_zero():
         return 0
@@ -114,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
 def show_help(parser: argparse.ArgumentParser, source: str | None, overrides: list[str]) -> int:
     """The usage, then every parameter of the config the arguments give (with its value)."""
     try:
-        config = load_config(source, overrides)
+        config = load_train_config(source, overrides)
     except ConfigError as err:
         print(f"entityrl train: error: {err}", file=sys.stderr)
         return USAGE_ERROR

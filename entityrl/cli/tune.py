@@ -7,8 +7,8 @@ import sys
 import time
 from pathlib import Path
 
-from entityrl.cli.arguments import USAGE_ERROR
-from entityrl.training.config import ConfigError, load_config
+from entityrl.cli.arguments import USAGE_ERROR, load_train_config
+from entityrl.training.config import ConfigError
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -44,19 +44,22 @@ def run(args: argparse.Namespace) -> int:
     except ImportError:
         print("entityrl tune: error: needs Optuna: pip install 'entityrl[tune]'", file=sys.stderr)
         return USAGE_ERROR
+    from entityrl.training.run_dir import safe_name
     from entityrl.training.tune import TuneError, Tuner, check_space, load_space
 
     if args.trials < 1 or args.episodes < 1:
         print("entityrl tune: error: --trials and --episodes must be >= 1", file=sys.stderr)
         return USAGE_ERROR
     try:
-        base = load_config(args.source, list(args.overrides))
+        base = load_train_config(args.source, list(args.overrides))
         params = load_space(args.space)
         check_space(args.source, list(args.overrides), params)
     except (ConfigError, TuneError) as err:
         print(f"entityrl tune: error: {err}", file=sys.stderr)
         return USAGE_ERROR
-    study_dir = Path(args.study or f"tune/{base.env.id}-{time.strftime('%Y%m%d-%H%M%S')}")
+    study_dir = Path(
+        args.study or f"tune/{safe_name(base.env.id)}-{time.strftime('%Y%m%d-%H%M%S')}"
+    )
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # one line per trial is ours
     tuner = Tuner(study_dir, args.source, list(args.overrides), params, args.episodes, args.seed)
     try:

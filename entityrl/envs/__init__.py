@@ -116,8 +116,12 @@ def _import_class(path: str) -> EnvClass:
     module_name, _, attr = path.partition(":")
     try:
         cls = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as err:
-        raise KeyError(f"cannot import environment {path!r}: {err}") from None
+    except (ImportError, AttributeError, TypeError, ValueError) as err:
+        # import_module raises TypeError or ValueError for names such as "../x" (a path).
+        raise KeyError(
+            f"cannot import environment {path!r} (expected module:Class, the module importable "
+            f"by its dotted name, not a file path): {err}"
+        ) from None
     if not (isinstance(cls, type) and issubclass(cls, ENV_KINDS)):
         raise KeyError(
             f"{path!r} is not an Environment, BatchedEnvironment or MultiPlayerEnvironment class"

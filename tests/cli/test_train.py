@@ -75,3 +75,16 @@ def test_the_printed_commands_work_for_an_environment_given_by_import_path(
     ]  # fmt: skip
     assert main(commands["continue"][1:]) == 0
     assert "finished after 1,280 steps" in capsys.readouterr().out
+
+
+def test_the_run_directory_of_an_environment_given_by_import_path_is_a_plain_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    (tmp_path / "walk_module.py").write_text(ENV_MODULE)
+    assert main(["train", "walk_module:ShortWalk", *TINY]) == 0
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    # No colon: a name Windows accepts and a shell takes as is.
+    assert run_dir.name.startswith("walk_module.ShortWalk-")
+    assert f"run directory: runs/{run_dir.name}" in capsys.readouterr().out

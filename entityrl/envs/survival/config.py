@@ -8,14 +8,16 @@ what came.
 
 from __future__ import annotations
 
+import difflib
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
 from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
 from entityrl.envs.survival.compose import ConflictingPartsError, combine, leaf_paths, overlay
 
@@ -253,13 +255,22 @@ def preset_names() -> list[str]:
 
 
 def load_config(
-    source: ConfigSource, overrides: Mapping[str, Any] | None = None, life_limit: int | None = None
+    source: ConfigSource,
+    overrides: Mapping[str, Any] | None = None,
+    life_limit: int | None = None,
+    horizon: int | None = None,
 ) -> WorldConfig:
     """Read and check a world: a preset name, a YAML file, or the YAML content as a mapping.
 
-    ``overrides`` (nested mapping) is merged on top; ``life_limit`` replaces the agent's.
+    ``overrides`` (nested mapping) is merged on top; ``life_limit`` replaces the agent's and
+    ``horizon`` the world's.
     """
     where, raw = _read(source)
+    if overrides is not None and not isinstance(overrides, Mapping):
+        raise SurvivalConfigError(
+            f"overrides: expected a mapping of sections (e.g. {{agent: {{vision: 3}}}}), got "
+            f"{_kind(overrides)}"
+        )
     schema = OmegaConf.structured(WorldConfig)
     try:
         merged = OmegaConf.merge(schema, raw)
@@ -268,6 +279,8 @@ def load_config(
             merged = OmegaConf.merge(merged, OmegaConf.create(dict(overrides)))
         if life_limit is not None:
             merged.agent.life_limit = life_limit
+        if horizon is not None:
+            merged.horizon = horizon
         config = OmegaConf.to_object(merged)
     except OmegaConfBaseException as err:
         raise SurvivalConfigError(_describe(where, err)) from None
@@ -280,9 +293,21 @@ def _read(source: ConfigSource) -> tuple[str, Any]:
     if isinstance(source, Mapping):
         where, tree = "config", _sections("config", OmegaConf.create(dict(source)))
         tree = _include(where, tree, Path.cwd(), ())
-    else:
+    elif isinstance(source, str | Path):
         where, tree = _read_file(_find(source, Path.cwd()), ())
+    else:  # e.g. a list given as the config= argument on the command line
+        raise SurvivalConfigError(
+            f"config: expected a preset name ({', '.join(preset_names())}), a YAML file or a "
+            f"mapping of sections, got {_kind(source)}"
+        )
     return where, OmegaConf.create(tree)
+
+
+def _kind(value: Any) -> str:
+    """What ``value`` is, for an error: its type, never its content (which may be a file's)."""
+    if isinstance(value, list | tuple | ListConfig):
+        return "a list"
+    return type(value).__name__
 
 
 def _find(source: str | Path, base: Path) -> Path:
@@ -299,6 +324,23 @@ def _find(source: str | Path, base: Path) -> Path:
     return found
 
 
+def _find_part(where: str, part: str, base: Path) -> Path:
+    """An included part: a file in ``base`` (the including file's folder) or below it, a
+    preset or a preset module. Anything else is refused before it is read: a world file is
+    shared and run by others, and must not reach into the files of whoever loads it."""
+    found = None if Path(part).is_absolute() or ".." in Path(part).parts else _find(part, base)
+    # resolve(): a link in the folder that leads out of it is outside too.
+    if found is None or not any(
+        found.resolve().is_relative_to(root.resolve()) for root in (base, PRESET_DIR)
+    ):
+        raise SurvivalConfigError(
+            f"{where}: field include: {part!r} leads outside {base}; expected a file in that "
+            "folder or below it (a relative path without '..'), a preset "
+            f"({', '.join(preset_names())}) or a preset module (modules/...)"
+        )
+    return found
+
+
 def _read_file(path: Path, including: tuple[Path, ...]) -> tuple[str, dict[str, Any]]:
     where = path.name
     if path.resolve() in including:
@@ -306,8 +348,18 @@ def _read_file(path: Path, including: tuple[Path, ...]) -> tuple[str, dict[str, 
         raise SurvivalConfigError(f"{where}: includes itself: {chain}")
     try:
         raw = OmegaConf.load(path)
-    except Exception as err:  # the YAML parser's own errors carry line and column
-        raise SurvivalConfigError(f"{where}: not valid YAML: {err}") from None
+    except OSError as err:
+        raise SurvivalConfigError(f"{where}: cannot read it: {err.strerror or err}") from None
+    except yaml.MarkedYAMLError as err:
+        # The parser's own message may quote the file; its position and problem say enough.
+        at = f" at line {err.problem_mark.line + 1}" if err.problem_mark else ""
+        raise SurvivalConfigError(f"{where}: not valid YAML{at}: {err.problem}") from None
+    except (yaml.YAMLError, UnicodeDecodeError):  # the reader's: bytes that are not text
+        raise SurvivalConfigError(
+            f"{where}: not valid YAML: expected printable UTF-8 text"
+        ) from None
+    except OmegaConfBaseException as err:  # YAML, but not a config (a list as a key, ...)
+        raise SurvivalConfigError(_describe(where, err)) from None
     tree = _sections(where, raw)
     return where, _include(where, tree, path.parent, (*including, path.resolve()))
 
@@ -315,10 +367,9 @@ def _read_file(path: Path, including: tuple[Path, ...]) -> tuple[str, dict[str, 
 def _sections(where: str, raw: Any) -> dict[str, Any]:
     """The file's top level as a plain dict; anything but a mapping of sections is refused."""
     if not isinstance(raw, DictConfig):
-        kind = "a list" if isinstance(raw, ListConfig) else type(raw).__name__
         raise SurvivalConfigError(
             f"{where}: field (top level): expected a mapping of sections (name, map, terrain, "
-            f"agent, ...), got {kind}"
+            f"agent, ...), got {_kind(raw)}"
         )
     tree = OmegaConf.to_container(raw)
     assert isinstance(tree, dict)
@@ -330,14 +381,18 @@ def _include(
 ) -> dict[str, Any]:
     """Combine the parts listed under ``include``, then the file's own sections on top."""
     parts = tree.pop("include", None)
+    try:  # each file's own fields, so that an error names the file that has them
+        OmegaConf.merge(OmegaConf.structured(WorldConfig), tree)
+    except OmegaConfBaseException as err:
+        raise SurvivalConfigError(_describe(where, err)) from None
     if parts is None:
         return tree
     if not isinstance(parts, list) or not all(isinstance(p, str) for p in parts):
         raise SurvivalConfigError(
             f"{where}: field include: expected a list of world files, presets or modules, "
-            f"got {parts!r}"
+            f"got {_kind(parts)}"
         )
-    loaded = [_read_file(_find(part, base), including) for part in parts]
+    loaded = [_read_file(_find_part(where, part, base), including) for part in parts]
     try:
         combined = combine(loaded, decided=leaf_paths(tree))
     except ConflictingPartsError as err:
@@ -346,9 +401,20 @@ def _include(
 
 
 def _describe(where: str, err: OmegaConfBaseException) -> str:
-    key = getattr(err, "full_key", None) or "(top level)"
+    """The file, the field and what was wrong with it, each cut short: a field name or value
+    of a file that is not a world config (its whole text can parse as one key) is not shown."""
+    key = _clip(getattr(err, "full_key", None) or "(top level)")
+    fields = getattr(getattr(err, "object_type", None), "__dataclass_fields__", None)
+    if isinstance(err, ConfigKeyError) and fields:
+        close = difflib.get_close_matches(str(getattr(err, "key", "")), fields, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        return f"{where}: field {key}: unknown field{hint}; expected one of: {', '.join(fields)}"
     message = str(getattr(err, "msg", None) or err).split("\n")[0]
-    return f"{where}: field {key}: {message}"
+    return f"{where}: field {key}: {_clip(message, 120)}"
+
+
+def _clip(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
 
 
 # ---------------------------------------------------------------------------- reference checks

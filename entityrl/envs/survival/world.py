@@ -68,10 +68,7 @@ class SurvivalWorld(BatchedEnvironment):
     ) -> None:
         source = config if config is not None else self.preset
         super().__init__(num_envs, seed, validate=validate)
-        merged = dict(overrides or {})
-        if horizon is not None:
-            merged["horizon"] = horizon
-        self.rules = Rules(load_config(source, merged or None, life_limit))
+        self.rules = Rules(load_config(source, overrides, life_limit, horizon))
         if actions not in ACTION_MODES:
             raise ValueError(
                 f"{self.rules.config.name}: unknown actions {actions!r}; expected one of "

@@ -18,9 +18,12 @@ def test_check_summarizes_a_valid_world(capsys: pytest.CaptureFixture[str]) -> N
 def test_check_reports_the_broken_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "world.yaml"
     path.write_text("name: W\nterrain: {plain: {spawns: {unicorn: 0.1}}}\n")
-    assert main(["survival", "check", str(path)]) == 1
+    assert main(["survival", "check", str(path)]) == 2
     err = capsys.readouterr().err
-    assert "world.yaml: field terrain.plain.spawns: unknown creature 'unicorn'" in err
+    assert err.startswith(
+        "entityrl survival: error: world.yaml: field terrain.plain.spawns: unknown creature "
+        "'unicorn'"
+    )
 
 
 def test_metrics_prints_a_table_of_tasks(capsys: pytest.CaptureFixture[str]) -> None:
@@ -83,7 +86,7 @@ def test_pic_refuses_fewer_bins_than_episodes(capsys: pytest.CaptureFixture[str]
     assert main(["survival", "pic", "DayAndNight", "--bins", "16", "--episodes", "32"]) == 2
     err = capsys.readouterr().err.strip()
     assert err == (
-        "error: bins must exceed the episodes per policy (the paper's B > M), got B = 16, M = 32"
+        "entityrl survival: error: bins must exceed the episodes per policy (the paper's B > M), got B = 16, M = 32"
     )
 
 

@@ -36,8 +36,8 @@ def test_a_top_level_list_is_one_clear_error(
         "agent, ...), got a list"
     )
     assert str(info.value) == expected
-    assert main(["survival", "check", str(path)]) == 1
-    assert capsys.readouterr().err.strip().splitlines() == [f"error: {expected}"]
+    assert main(["survival", "check", str(path)]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [f"entityrl survival: error: {expected}"]
 
 
 # ---------------------------------------------------------------------------- composition
@@ -85,6 +85,56 @@ def test_parts_that_disagree_are_named_unless_the_including_file_decides(tmp_pat
 def test_bad_includes_are_named(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(SurvivalConfigError, match=message.replace("(", r"\(")):
         load_config(write(tmp_path, text))
+
+
+@pytest.mark.parametrize(
+    "part", ["/etc/hostname", "../outside.yaml", "modules/../../outside.yaml", "link.yaml"]
+)
+def test_an_include_stays_in_the_world_files_folder(tmp_path: Path, part: str) -> None:
+    (tmp_path / "outside.yaml").write_text("agent: {vision: 3}\n")
+    folder = tmp_path / "world"
+    folder.mkdir()
+    (folder / "link.yaml").symlink_to(tmp_path / "outside.yaml")
+    path = write(folder, f"name: W\ninclude: ['{part}']\n")
+    with pytest.raises(SurvivalConfigError) as info:
+        load_config(path)
+    assert str(info.value) == (
+        f"world.yaml: field include: {part!r} leads outside {folder}; expected a file in that "
+        "folder or below it (a relative path without '..'), a preset (DayAndNight, FourSeason) "
+        "or a preset module (modules/...)"
+    )
+
+
+def test_an_include_below_the_folder_includes_its_own_parts(tmp_path: Path) -> None:
+    (tmp_path / "parts").mkdir()
+    write(tmp_path, "include: [keen.yaml]\n", "parts/sight.yaml")
+    write(tmp_path, "agent: {vision: 7}\n", "parts/keen.yaml")
+    path = write(tmp_path, "name: W\ninclude: [DayAndNight, parts/sight]\nagent: {vision: 7}\n")
+    assert load_config(path).agent.vision == 7
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "root:x:0:0:root:/root:/bin/bash daemon:x:1:1:daemon:/usr/sbin:/usr/sbin/nologin: 1\n",
+            "notes.yaml: field root:x:0:0:root:/root:/bin/bash daemon:x:1:1:daemon:/usr/...: "
+            "unknown field; expected one of: name, horizon, map,",
+        ),
+        ("a: [\n", "notes.yaml: not valid YAML at line 2: did not find expected node content"),
+        ("a: 1\na: 2\n", "notes.yaml: not valid YAML at line 2: found duplicate key a"),
+        ("\xff", "notes.yaml: not valid YAML: expected printable UTF-8 text"),
+    ],
+    ids=["a line of another file", "unclosed list", "duplicate key", "not text"],
+)
+def test_a_part_that_is_not_a_world_is_named_not_quoted(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    (tmp_path / "notes.yaml").write_bytes(text.encode("latin-1"))
+    with pytest.raises(SurvivalConfigError) as info:
+        load_config(write(tmp_path, "name: W\ninclude: [notes.yaml]\n"))
+    assert str(info.value).startswith(message)
+    assert "/usr/sbin/nologin" not in str(info.value) and "\n" not in str(info.value)
 
 
 # ---------------------------------------------------------------------------- meters
