@@ -14,11 +14,14 @@ import os
 import pickle
 import signal
 import sys
+import threading
+import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from multiprocessing.connection import Connection
+from multiprocessing.reduction import ForkingPickler
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -28,6 +31,21 @@ from entityrl.env.vec_obs import VecObs
 from entityrl.ragged import RaggedArray
 
 _POLL_SECONDS = 0.05
+DEFAULT_ANSWER_TIMEOUT = 600.0
+"""Seconds a worker may take to answer one request (a whole rollout where the policy runs in
+the workers) before it is taken for stopped or stuck, killed, and reported."""
+_PIPE_BYTES = 16 * 1024
+"""Messages up to this size fit in an empty pipe's buffer (64 KiB on Linux; 16 KiB leaves room
+for other systems): sending them never waits for the worker."""
+
+
+def _send_bytes(conn: Connection, data: bytes, failed: list[BaseException]) -> None:
+    try:
+        conn.send_bytes(data)
+    except BaseException as err:  # reported by the caller, in its own thread
+        failed.append(err)
+
+
 _PACKAGE = Path(__file__).resolve().parent.parent
 _ENVIRONMENTS = _PACKAGE / "envs"
 
@@ -147,6 +165,8 @@ class ProcessVecEnv(VecEnv):
     Plays exactly the episodes a :class:`SerialVecEnv` with the same ``seed`` plays. An
     exception inside an environment is raised here as :class:`EnvWorkerError` carrying the
     environment's frames of the worker's traceback; a worker that dies is reported within a fraction of a second.
+    A worker that stops answering (stopped, or stuck in a step) is killed and reported after
+    ``answer_timeout`` seconds (None: waits for ever).
     ``wrap`` (picklable) wraps each worker's :class:`SerialVecEnv` in the worker, e.g. in a
     :class:`~entityrl.env.stacking.StackedVecEnv`, so that policies run in the workers (see
     ``ProcessVecEnv.call``) see the wrapped observations too.
@@ -162,7 +182,11 @@ class ProcessVecEnv(VecEnv):
         validate: bool = False,
         start_method: str | None = None,
         wrap: Callable[[VecEnv], VecEnv] | None = None,
+        answer_timeout: float | None = DEFAULT_ANSWER_TIMEOUT,
     ) -> None:
+        if answer_timeout is not None and not answer_timeout > 0:
+            raise ValueError(f"answer_timeout must be > 0 seconds (or None), got {answer_timeout}")
+        self.answer_timeout = answer_timeout
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         workers = min(num_envs, num_workers or os.cpu_count() or 1)
@@ -225,9 +249,13 @@ class ProcessVecEnv(VecEnv):
         try:
             # A dead worker's end of the pipe closes and recv() raises; polling the process
             # as well guarantees an answer even if something else kept that end open.
+            timeout = self.answer_timeout
+            deadline = None if timeout is None else time.monotonic() + timeout
             while not conn.poll(_POLL_SECONDS):
                 if not proc.is_alive() and not conn.poll():
                     raise EOFError
+                if deadline is not None and time.monotonic() > deadline:
+                    self._stuck(k, f"did not answer within {timeout:g} s while {doing}")
             status, payload = conn.recv()
         except (EOFError, OSError):
             proc.join(timeout=1.0)  # it is gone or going: learn how it ended
@@ -251,11 +279,36 @@ class ProcessVecEnv(VecEnv):
         return [self._receive(k, doing) for k in range(len(self._conns))]
 
     def _send(self, k: int, message: tuple[str, Any]) -> None:
+        data = ForkingPickler.dumps(message)
         try:
-            self._conns[k].send(message)
+            if len(data) <= _PIPE_BYTES or self.answer_timeout is None:
+                # Requests alternate with answers, so the pipe is empty: this never blocks.
+                self._conns[k].send_bytes(data)
+                return
+            # A larger message (a policy's parameters) fills the pipe and waits for the
+            # worker to read: bounded, in a thread, so that a stuck worker cannot hold us.
+            failed: list[BaseException] = []
+            sender = threading.Thread(
+                target=_send_bytes, args=(self._conns[k], data, failed), daemon=True
+            )
+            sender.start()
+            sender.join(self.answer_timeout)
+            if sender.is_alive():
+                self._stuck(k, f"did not read a message within {self.answer_timeout:g} s")
+            if failed:
+                raise failed[0]
         except (BrokenPipeError, OSError) as err:
             self.close()
             raise EnvWorkerError(f"{self._describe(k)} is gone: {err}") from err
+
+    def _stuck(self, k: int, what: str) -> NoReturn:
+        """Kill worker ``k``, which stopped answering, and say so."""
+        self._procs[k].kill()  # SIGKILL: a stopped process cannot ignore it
+        self.close()
+        raise EnvWorkerError(
+            f"{self._describe(k)} {what} (stopped or stuck; it was killed). Slower environments "
+            "need a larger answer_timeout"
+        )
 
     def _ensure_open(self) -> None:
         if self._closed:
@@ -359,7 +412,7 @@ class ProcessVecEnv(VecEnv):
                 proc.join(timeout=1.0)
             if proc.is_alive():
                 proc.kill()
-                proc.join()
+                proc.join(timeout=1.0)  # not longer: a process in uninterruptible I/O lingers
             conn.close()
 
     def __del__(self) -> None:

@@ -7,6 +7,7 @@ import contextlib
 import functools
 import multiprocessing as mp
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -52,6 +53,30 @@ def assert_gone(pids: list[int]) -> None:
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+def _read_nothing(envs: object, context: dict, payload: bytes) -> int:
+    return len(payload)
+
+
+@pytest.mark.parametrize("request_", ["step", "large message"])
+def test_a_worker_that_stops_answering_is_killed_and_named(request_: str) -> None:
+    env = ProcessVecEnv(Growing, 4, num_workers=2, answer_timeout=1.0)
+    pids = env.pids
+    obs = env.reset()
+    os.kill(pids[1], signal.SIGSTOP)
+    started = time.monotonic()
+    with no_hang(), pytest.raises(EnvWorkerError) as error:
+        if request_ == "step":
+            env.act(choose_first_legal(obs))
+        else:  # more than a pipe holds: sending it waits for the worker to read
+            env.call(_read_nothing, [(b"",), (bytes(1 << 20),)])
+    assert time.monotonic() - started < 10
+    assert re.match(
+        r"environment worker 1 \(environments 2\.\.3\) did not (answer|read)", str(error.value)
+    )
+    assert "within 1 s" in str(error.value) and "it was killed" in str(error.value)
+    assert_gone(pids)
 
 
 def worker_children() -> list[str]:
