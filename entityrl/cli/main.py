@@ -65,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     importable_from_current_directory()
+    announce_start(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
@@ -78,6 +79,19 @@ def main(argv: list[str] | None = None) -> int:
         if code is None:
             raise
         return code
+
+
+def announce_start(argv: Sequence[str]) -> None:
+    """Say at once what a training command is doing: loading torch and the command's modules
+    takes seconds before the first line of its own (a kernel build or the progress bar). To a
+    terminal only: a log or a pipe gets the command's output alone."""
+    quiet = {"-h", "--help", "--show-config"}
+    if argv[:1] in (["train"], ["bc"], ["tune"]) and not quiet & set(argv) and sys.stderr.isatty():
+        print(
+            f"entityrl {argv[0]}: starting (loading torch and the environment)...",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def importable_from_current_directory() -> None:

@@ -88,3 +88,18 @@ def test_the_run_directory_of_an_environment_given_by_import_path_is_a_plain_nam
     # No colon: a name Windows accepts and a shell takes as is.
     assert run_dir.name.startswith("walk_module.ShortWalk-")
     assert f"run directory: runs/{run_dir.name}" in capsys.readouterr().out
+
+
+def test_a_training_command_says_at_once_that_it_starts_to_a_terminal_only(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from entityrl.cli.main import announce_start
+
+    announce_start(["train", "CherryPick"])  # captured: not a terminal
+    assert capsys.readouterr().err == ""
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    announce_start(["train", "CherryPick", "--show-config"])
+    announce_start(["eval", "runs/x"])
+    assert capsys.readouterr().err == ""
+    announce_start(["train", "CherryPick", "seed=2"])
+    assert capsys.readouterr().err.startswith("entityrl train: starting")
