@@ -43,9 +43,10 @@ def add_record_argument(parser: argparse.ArgumentParser, who: str) -> None:
     parser.add_argument(
         "--record",
         metavar="FILE",
-        help=f"record every complete episode {who} plays into FILE (an entityrl recording, "
-        "see docs/recording.md; needs pip install 'entityrl[recording]'); an existing FILE is "
-        "replaced",
+        help=f"record every complete episode played by {who} into FILE, an Arrow recording for "
+        "entityrl bc and Arrow tools (docs/recording.md; needs pip install "
+        "'entityrl[recording]'); the replay viewer of web/ reads --replay FILE instead; an "
+        "existing FILE is replaced",
     )
 
 

@@ -11,6 +11,7 @@ import dataclasses
 import json
 import sys
 from collections.abc import Collection
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from entityrl.cli.arguments import (
@@ -88,7 +89,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         metavar="SECONDS",
         help="pause after each step when an agent plays (default: 0.5)",
     )
-    add_record_argument(parser, "you (or the agent) play")
+    add_record_argument(parser, "you (or the agent)")
+    parser.add_argument(
+        "--replay",
+        type=Path,
+        metavar="FILE",
+        help="write every complete episode played, step by step, as JSON lines for the replay "
+        "viewer of web/ (format: entityrl/export/replay.py); an existing FILE is replaced",
+    )
     parser.set_defaults(func=run)
 
 
@@ -119,7 +127,32 @@ def run(args: argparse.Namespace) -> int:
         except ValueError as error:
             print(f"entityrl play: error: {error}", file=sys.stderr)
             return USAGE_ERROR
-        play(env, controller, console, steps=args.steps, delay=delay)
+        if args.replay is None:
+            play(env, controller, console, steps=args.steps, delay=delay)
+        else:
+            from entityrl.export.replay import RecordingEnv
+
+            try:
+                # As `entityrl eval --replay` (atomic_write), missing folders are made.
+                args.replay.parent.mkdir(parents=True, exist_ok=True)
+                out = open(args.replay, "w")  # noqa: SIM115 (closed by the with below)
+            except OSError as err:
+                print(
+                    f"entityrl play: error: --replay: cannot write {str(args.replay)!r}: "
+                    f"{err.strerror or err}",
+                    file=sys.stderr,
+                )
+                return USAGE_ERROR
+            # Each episode is written as it ends: those finished before a Ctrl-C stay in FILE.
+            with out:
+                replay = RecordingEnv(env, out, {"id": args.env, "kwargs": kwargs})
+                # RecordingEnv passes all but reset() and act() on to the environment it wraps.
+                play(replay, controller, console, steps=args.steps, delay=delay)  # type: ignore[arg-type]
+            console.print(
+                f"wrote {replay.episodes} complete episodes for the replay viewer into "
+                f"{args.replay}",
+                soft_wrap=True,
+            )
     if recording is not None:
         # Unwrapped, so that the path can be copied whole.
         console.print(
