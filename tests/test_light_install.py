@@ -53,6 +53,12 @@ obs = Observation(
 )
 actions = load(sys.argv[1], deterministic=True).act(obs)
 assert actions["Move"].actors == ["left", "right"], actions
+try:  # a run directory needs the full install: one clear error, not a missing module
+    load(sys.argv[2])
+except entityrl.inference.PolicyFileError as err:
+    assert "needs entityrl with torch" in str(err), err
+else:
+    raise SystemExit("a run directory loaded without torch")
 print("ok")
 """
 
@@ -136,7 +142,7 @@ def test_a_fresh_environment_with_the_wheel_runs_an_agent_without_torch(
 
     # From tmp_path: run from the repository, `python -c` would import its entityrl/ instead.
     ran = subprocess.run(
-        [str(python), "-c", SCRIPT, str(exported)],
+        [str(python), "-c", SCRIPT, str(exported), str(exported.parent)],
         cwd=tmp_path, env=env, capture_output=True, text=True,
     )  # fmt: skip
     assert ran.returncode == 0, ran.stderr

@@ -35,8 +35,15 @@ def load(
         raise PolicyFileError(f"{file}: no such file or directory")
     model: Path | bytes = file
     if file.is_dir() or file.suffix == ".pt":
-        from entityrl.export import export_bytes
-        from entityrl.training.agent import load_agent
+        try:
+            from entityrl.export import export_bytes
+            from entityrl.training.agent import load_agent
+        except ImportError as err:  # the torch-free entityrl-runtime, or no export extra
+            raise PolicyFileError(
+                f"{file}: a run directory or checkpoint is exported on the fly, which needs "
+                f"entityrl with torch and the export extra ({err}); here, load the model that "
+                "`entityrl export` wrote (agent.onnx)"
+            ) from None
 
         model = export_bytes(load_agent(file))
     return OnnxPolicy(model, deterministic=deterministic, seed=seed, threads=threads, check=check)
