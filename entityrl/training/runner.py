@@ -478,13 +478,32 @@ def _check_resumable(saved: dict[str, Any], config: TrainConfig) -> None:
     # continue on another machine) and whether pickled environment state may load change freely.
     mutable = {"total_timesteps", "log", "device", "env.pickle_state"}
     ours, theirs = _without(to_dict(config), mutable), _without(saved["config"], mutable)
-    diffs = ckpt.config_differences(theirs, ours)
+    # A setting added since the run was written counts as the same at its default value.
+    defaults = to_dict(type(config)())
+    diffs = [
+        key
+        for key in ckpt.config_differences(theirs, ours)
+        if _at(theirs, key) is not _MISSING or _at(ours, key) != _at(defaults, key)
+    ]
     if diffs:
         raise ckpt.CheckpointError(
             "the checkpoint was written with a different configuration; differing keys: "
             + ", ".join(diffs)
             + " (resume with the run's own config.yaml, changing only total_timesteps or log.*)"
         )
+
+
+_MISSING = object()
+
+
+def _at(config: dict[str, Any], dotted: str) -> Any:
+    """The value of the dotted key in a nested config dict, or ``_MISSING``."""
+    value: Any = config
+    for part in dotted.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return _MISSING
+        value = value[part]
+    return value
 
 
 def _without(config: dict[str, Any], keys: set[str]) -> dict[str, Any]:

@@ -175,6 +175,17 @@ def test_a_crafted_environment_state_never_runs(tmp_path: Path) -> None:
         Trainer(config(run, "total_timesteps=256"), resume=run)
 
 
+def test_a_run_written_before_a_setting_existed_resumes_at_its_default(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    Trainer(config(run)).run()
+    saved = torch.load(run / "checkpoint.pt", weights_only=True)
+    del saved["config"]["net"]["max_entities"]  # as a version without the setting wrote it
+    torch.save(saved, run / "checkpoint.pt")
+    assert Trainer(config(run, "total_timesteps=256"), resume=run).run().steps == 256
+    with pytest.raises(ckpt.CheckpointError, match=r"differing keys: net\.max_entities"):
+        Trainer(config(run, "total_timesteps=320", "net.max_entities=9"), resume=run)
+
+
 def poison_after(iterations: int, poison):
     """A ppo_update that runs the real one, then calls ``poison(net, stats)`` from the
     ``iterations``-th call on."""
