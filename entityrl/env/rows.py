@@ -18,8 +18,20 @@ def stack_rows(blocks: Sequence[Any], width: int, dtype: npt.DTypeLike) -> npt.N
     ``(rows, width)`` array. Lists are joined first and converted in one numpy call, which is
     far cheaper than converting many short lists one by one."""
     if blocks and all(type(block) is np.ndarray and block.ndim == 2 for block in blocks):
-        # The common case, one 2-D array per environment: no per-block conversion.
-        stacked = np.concatenate(blocks, dtype=dtype, casting="unsafe")  # type: ignore[arg-type]
+        # The common case, one 2-D array per environment: no per-block conversion. Casting
+        # within a kind or up (ints to floats, float64 to float32) only: complex or string
+        # features and non-boolean masks raise here, for the checks to explain, at no cost.
+        try:
+            stacked = np.concatenate(blocks, dtype=dtype, casting="same_kind")  # type: ignore[arg-type]
+        except TypeError:
+            # An empty array holds no value to cast wrongly (a float array as the mask of no
+            # actors, say): only the others count.
+            given = [block for block in blocks if block.size]
+            if len(given) == len(blocks):
+                raise
+            stacked = np.concatenate(
+                [*given, np.zeros((0, width), dtype=dtype)], dtype=dtype, casting="same_kind"
+            )
         if stacked.shape[1] == width:
             return stacked
     if any(isinstance(block, np.ndarray) for block in blocks):
