@@ -16,6 +16,7 @@ from typing import Any
 from entityrl.env import BatchedEnvironment, Environment, ProcessVecEnv, SerialVecEnv, VecEnv
 from entityrl.env.multiplayer import MultiPlayerEnvironment
 from entityrl.env.multiplayer_vec import MultiPlayerSettingError, PlayerVecEnv
+from entityrl.env.process_vec_env import DEFAULT_ANSWER_TIMEOUT
 from entityrl.envs.cherry_pick import CherryPick
 from entityrl.envs.cherry_pick_batched import CherryPickBatched
 from entityrl.envs.coin_duel import CoinDuel
@@ -182,13 +183,15 @@ def make_vec(
     processes: int = 0,
     validate: bool = False,
     wrap: Callable[[VecEnv], VecEnv] | None = None,
+    answer_timeout: float | None = DEFAULT_ANSWER_TIMEOUT,
     **kwargs: Any,
 ) -> VecEnv:
     """``num_envs`` copies of a registered environment: in this process, or split over
     ``processes`` worker processes when ``processes > 1``. With ``validate``, every
     observation (every batch, for a natively batched environment) is checked against the
     declared spaces. ``wrap`` wraps the vectorized environment (in each worker process, when
-    there are several), e.g. ``functools.partial(StackedVecEnv, k=4)``."""
+    there are several), e.g. ``functools.partial(StackedVecEnv, k=4)``. A worker process
+    that does not answer within ``answer_timeout`` seconds is killed and reported."""
     cls = lookup(name)
     check_kwargs(name, kwargs)
     if issubclass(cls, BatchedEnvironment):
@@ -197,7 +200,15 @@ def make_vec(
         env.validate = validate
         return env if wrap is None else wrap(env)
     factory = functools.partial(cls, **_constructor_kwargs(name, kwargs))
-    return vectorize(factory, num_envs, seed, processes=processes, validate=validate, wrap=wrap)
+    return vectorize(
+        factory,
+        num_envs,
+        seed,
+        processes=processes,
+        validate=validate,
+        wrap=wrap,
+        answer_timeout=answer_timeout,
+    )
 
 
 def vectorize(
@@ -208,6 +219,7 @@ def vectorize(
     processes: int = 0,
     validate: bool = False,
     wrap: Callable[[VecEnv], VecEnv] | None = None,
+    answer_timeout: float | None = DEFAULT_ANSWER_TIMEOUT,
 ) -> VecEnv:
     """``num_envs`` environments from ``factory`` (a class or a zero-argument callable), as
     :func:`make_vec` builds them: for a multi-player game, ``num_envs`` games with one row per
@@ -222,6 +234,7 @@ def vectorize(
             num_workers=processes,
             validate=validate,
             wrap=wrap,
+            answer_timeout=answer_timeout,
         )
     serial = SerialVecEnv(factory, num_envs, seed, validate=validate)  # type: ignore[arg-type]
     return serial if wrap is None else wrap(serial)

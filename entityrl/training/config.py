@@ -80,10 +80,17 @@ class RolloutConfig:
     processes: int = 1
     """Worker processes stepping the environments, each running a copy of the policy on its
     share of them (1: step them in the training process)."""
+    worker_timeout: float = 600.0
+    """Seconds a worker process may take to answer (a whole rollout of its share) before it
+    is taken for stopped or stuck, killed, and the run stopped with a line naming it."""
 
     def __post_init__(self) -> None:
         require_positive(
-            "rollout", num_envs=self.num_envs, steps=self.steps, processes=self.processes
+            "rollout",
+            num_envs=self.num_envs,
+            steps=self.steps,
+            processes=self.processes,
+            worker_timeout=self.worker_timeout,
         )
 
 

@@ -88,6 +88,7 @@ def make_env(
             processes=config.rollout.processes,
             validate=config.env.validate,
             wrap=wrap,
+            answer_timeout=config.rollout.worker_timeout,
             **config.env.kwargs,
         )
     return vectorize(  # a class or a zero-argument callable
@@ -97,6 +98,7 @@ def make_env(
         processes=config.rollout.processes,
         validate=config.env.validate,
         wrap=wrap,
+        answer_timeout=config.rollout.worker_timeout,
     )
 
 

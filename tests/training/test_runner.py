@@ -125,3 +125,13 @@ def test_a_run_leaves_complete_files_only(tmp_path: Path) -> None:
     names = sorted(p.name for p in run.iterdir())
     assert names == ["checkpoint.pt", "config.yaml", "metrics.jsonl"]
     assert load_config(run / "config.yaml") == config(run)
+
+
+def test_the_worker_timeout_reaches_the_worker_processes(tmp_path: Path) -> None:
+    from entityrl.training.runner import make_env
+
+    env = make_env(config(tmp_path, "rollout.processes=2", "rollout.worker_timeout=7.5"))
+    try:
+        assert env.answer_timeout == 7.5  # type: ignore[attr-defined]
+    finally:
+        env.close()
