@@ -149,7 +149,11 @@ class _Capture:
         if isinstance(value, tuple) and hasattr(kind, "_fields"):  # a namedtuple
             items = self.nodes(value, lambda i: f".{kind._fields[i]}")
             return {"t": "namedtuple", "class": _class_name(kind), "items": items}
-        if isinstance(value, _BUILTIN_VALUES) and not _own_state_hooks(kind):
+        if (
+            kind not in _BUILTIN_VALUES
+            and isinstance(value, _BUILTIN_VALUES)
+            and not _own_state_hooks(kind)
+        ):
             # A subclass of a container or number keeps part of its state outside attributes.
             base = next(b for b in _BUILTIN_VALUES if isinstance(value, b))
             raise NotPlainError(
@@ -367,7 +371,7 @@ class _Restore:
             return self.made[node["id"]]
         if kind not in _KINDS:
             raise StateError(f"not a saved state: unknown node kind {kind!r}")
-        build = getattr(self, "_class_node" if kind == "class" else f"_{kind}")
+        build = getattr(self, f"_{kind}")
         try:
             return build(node)
         except (KeyError, TypeError, AttributeError, ValueError) as err:
@@ -462,8 +466,8 @@ class _Restore:
     def _dtype(self, node: dict[str, Any]) -> np.dtype:
         return self._keep(node, _dtype(node["dtype"]))
 
-    def _class_node(self, node: dict[str, Any]) -> type:
-        return self._keep(node, self._class(node["class"]))
+    def _class(self, node: dict[str, Any]) -> type:
+        return self._keep(node, self._lookup_class(node["class"]))
 
     def _function(self, node: dict[str, Any]) -> types.FunctionType:
         module_name, _, qualname = str(node["name"]).partition(":")
@@ -476,25 +480,25 @@ class _Restore:
         return self._keep(node, found)
 
     def _enum(self, node: dict[str, Any]) -> enum.Enum:
-        kind = self._class(node["class"])
+        kind = self._lookup_class(node["class"])
         if not issubclass(kind, enum.Enum):
             raise StateError(f"not a saved state: {node['class']} is not an enum")
         return self._keep(node, kind[node["name"]])
 
     def _namedtuple(self, node: dict[str, Any]) -> tuple[Any, ...]:
-        kind = self._class(node["class"])
+        kind = self._lookup_class(node["class"])
         if not (issubclass(kind, tuple) and hasattr(kind, "_fields")):
             raise StateError(f"not a saved state: {node['class']} is not a namedtuple")
         return self._keep(node, kind(*self._items(node)))
 
     def _custom(self, node: dict[str, Any]) -> Any:
-        kind = self._class(node["class"])
+        kind = self._lookup_class(node["class"])
         made = self._keep(node, kind.__new__(kind))
         made.__setstate__(self.value(node["state"]))
         return made
 
     def _object(self, node: dict[str, Any]) -> Any:
-        kind = self._class(node["class"])
+        kind = self._lookup_class(node["class"])
         made = self._keep(node, kind.__new__(kind))
         slots = set(_slot_names(kind))
         for name, value_node in node["attrs"].items():
@@ -514,7 +518,7 @@ class _Restore:
     def _in_use(self, module_name: str) -> bool:
         return module_name in self.modules or module_name.split(".")[0] == "entityrl"
 
-    def _class(self, name: Any) -> type:
+    def _lookup_class(self, name: Any) -> type:
         """The class ``module:qualname``, only from a module the fresh simulation uses, and
         only if that module is already imported: a saved state never imports code."""
         module_name, _, qualname = str(name).partition(":")
