@@ -13,18 +13,26 @@ PickMatchingBalls         a ball of the most common color, until none is left   
 TreasureHunt              a shortest path (avoiding traps) to the nearest treasure   5.0
 Corridor                  always right                                               1.0
 ContinuousMoveToOrigin    the thrust that coasts it home by the episode's end        1.0
+MultiSnake                each snake a shortest safe path to its food                ~0.9
 ========================  =========================================================  ==========
+
+MultiSnake's expert is written as users write one (docs/recording.md): a function of one
+environment's :class:`~entityrl.env.Observation` returning its actions, which ``record`` and
+:class:`~entityrl.recording.FunctionExpert` play on a batch (:data:`FUNCTION_EXPERTS`).
 """
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import numpy.typing as npt
 
+from entityrl.env import Action, CategoricalAction, Observation
 from entityrl.env.vec_obs import VecObs, VecSelectEntityMask
 from entityrl.envs.move_to_origin import THRUST
+from entityrl.envs.multi_snake import MOVES as SNAKE_MOVES
 from entityrl.envs.pick_matching_balls import NUM_COLORS
 from entityrl.envs.treasure_hunt import BOUND, MOVES
 from entityrl.ragged import RaggedArray
@@ -165,3 +173,48 @@ EXPERTS = {
     "Corridor": CorridorExpert,
 }
 """The scripted expert of each environment that has one, by registered name."""
+
+
+def multi_snake_expert(obs: Observation, board_size: int = 10) -> dict[str, Action]:
+    """MultiSnake: each snake in turn (they move in color order) takes the first step of a
+    shortest path to its food that stays on the board and avoids every snake, food of other
+    colors and the cells earlier snakes move into this step; with no such path, any free move."""
+    heads = [(int(x), int(y), int(color)) for x, y, color in obs.features["SnakeHead"]]
+    food = {int(color): (int(x), int(y)) for x, y, color in obs.features["Food"]}
+    blocked = {(int(x), int(y)) for x, y, _ in obs.features["SnakeBody"]}
+    blocked |= {(x, y) for x, y, _ in heads}
+    ids = obs.entity_ids("SnakeHead")
+    moves = np.zeros(len(heads), np.int64)
+    for i in sorted(range(len(heads)), key=lambda i: heads[i][2]):
+        x, y, color = heads[i]
+        walls = blocked | {cell for c, cell in food.items() if c != color}
+        goals = {food[color]} if color in food else set()
+        moves[i] = _first_move((x, y), goals, walls, board_size)
+        dx, dy = SNAKE_MOVES[moves[i]]
+        blocked.add((x + dx, y + dy))
+    return {"move": CategoricalAction(list(ids), moves)}
+
+
+def _first_move(start: Cell, goals: set[Cell], walls: set[Cell], size: int) -> int:
+    """The move (index into MultiSnake's MOVES) starting a shortest path from ``start`` to a
+    goal through free cells of the board; a move onto a free cell if no goal is reachable."""
+    first: dict[Cell, int] = {start: -1}
+    frontier = deque([start])
+    while frontier:
+        cell = frontier.popleft()
+        if cell in goals:
+            return first[cell]
+        for move, (dx, dy) in enumerate(SNAKE_MOVES):
+            step = (cell[0] + dx, cell[1] + dy)
+            free = 0 <= step[0] < size and 0 <= step[1] < size and step not in walls
+            if free and step not in first:
+                first[step] = move if cell == start else first[cell]
+                frontier.append(step)
+    reached = [move for cell, move in first.items() if cell != start]
+    return reached[0] if reached else 0
+
+
+FUNCTION_EXPERTS: dict[str, Callable[[Observation], Mapping[str, Action]]] = {
+    "MultiSnake": multi_snake_expert,
+}
+"""Experts written as functions of one environment's Observation, by registered name."""

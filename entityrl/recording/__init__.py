@@ -6,6 +6,7 @@ time). See docs/recording.md. Needs ``pip install 'entityrl[recording]'`` (pyarr
 imports torch.
 """
 
+from entityrl.recording.expert import ExpertFunction, ExpertOutputError, FunctionExpert
 from entityrl.recording.format import FORMAT, VERSION, Header, RecordingError
 from entityrl.recording.reader import (
     Episode,
@@ -26,6 +27,9 @@ __all__ = [
     "Episode",
     "EpisodeRecorder",
     "EpisodeWriter",
+    "ExpertFunction",
+    "ExpertOutputError",
+    "FunctionExpert",
     "Header",
     "Recording",
     "RecordingError",

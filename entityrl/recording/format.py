@@ -24,7 +24,12 @@ column                       Arrow type                             meaning
                                                                     ``D`` values (unclipped)
 ``reward``                   float32                                after the step
 ``done``                     bool                                   the step ended the episode
+``truncated``                bool                                   it was cut off (a time
+                                                                    limit), not ended by the task
 ===========================  =====================================  ==============================
+
+Recordings written before ``truncated`` existed lack the column (:attr:`Header.endings` is
+False); they are read as if no episode had been cut off.
 
 An action's columns other than ``action/A`` hold its batched mask as its kind stores it
 (:meth:`~entityrl.env.actions.ActionKind.mask_columns`), the above for the built-in kinds; its
@@ -38,7 +43,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -72,6 +77,9 @@ class Header:
     env_id: str | None = None
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     version: int = VERSION
+    endings: bool = True
+    """The recording says which episodes were truncated (its ``truncated`` column); False in
+    recordings written before that column existed."""
 
 
 def make_schema(header: Header) -> pa.Schema:
@@ -92,6 +100,8 @@ def make_schema(header: Header) -> pa.Schema:
                 item = pa.list_(item, layout.width)
             fields.append(pa.field(f"{column}/{name}", pa.list_(item)))
     fields += [pa.field("reward", pa.float32()), pa.field("done", pa.bool_())]
+    if header.endings:
+        fields.append(pa.field("truncated", pa.bool_()))
     metadata = {
         _META_FORMAT: FORMAT,
         _META_VERSION: str(header.version),
@@ -118,6 +128,8 @@ def read_header(schema: pa.Schema, source: str) -> Header:
     except (KeyError, TypeError, ValueError) as err:
         raise RecordingError(f"{source}: its header is malformed ({err!r})") from None
     header = Header(obs_space, action_space, env["id"], env["kwargs"], version)
+    if "truncated" not in schema.names:
+        header = replace(header, endings=False)
     if not schema.equals(make_schema(header), check_metadata=False):
         raise RecordingError(f"{source}: its columns do not match the spaces in its header")
     return header
@@ -132,9 +144,11 @@ def to_record_batch(
     reward: npt.NDArray[np.float32],
     done: npt.NDArray[np.bool_],
     ids: Mapping[str, Sequence[Sequence[Any]] | None] | None = None,
+    truncated: npt.NDArray[np.bool_] | None = None,
 ) -> pa.RecordBatch:
     """Every row of ``obs`` with the ``actions`` taken in it and the ``reward``/``done`` that
-    followed. ``ids`` (optional) gives per entity type each row's entity ids."""
+    followed. ``ids`` (optional) gives per entity type each row's entity ids; ``truncated``
+    (None: none) the rows whose episode was cut off."""
     rows = obs.num_rows
     columns: list[pa.Array] = []
     for name in header.obs_space.entities:
@@ -157,6 +171,9 @@ def to_record_batch(
                 _list_of_items(ragged) if layout.width is None else _list_of_rows(ragged)
             )
     columns += [pa.array(reward, pa.float32()), pa.array(done, pa.bool_())]
+    if header.endings:
+        cut = np.zeros(rows, np.bool_) if truncated is None else truncated
+        columns.append(pa.array(cut, pa.bool_()))
     return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 

@@ -49,6 +49,14 @@ class Episode:
     def total_reward(self) -> float:
         return float(self.obs.reward.sum())
 
+    @property
+    def truncated(self) -> bool:
+        """The episode was cut off (a time limit), not ended by the task; False in recordings
+        that do not say (written before the ``truncated`` column existed)."""
+        if "truncated" not in self.batch.schema.names:
+            return False
+        return bool(self.batch.column("truncated")[-1].as_py())
+
     def ids(self, entity_type: str) -> list[list[str]] | None:
         """Per step, the ids of the entities of one type (as strings), or None if the
         recording's source did not give them."""

@@ -26,6 +26,7 @@ from entityrl.env.spaces import ActionSpace, ObsSpace
 from entityrl.env.vec_env import SerialVecEnv, VecEnv
 from entityrl.env.vec_obs import VecObs
 from entityrl.ragged import RaggedArray
+from entityrl.recording.expert import FunctionExpert
 from entityrl.recording.format import Header, RecordingError, make_schema, to_record_batch
 from entityrl.recording.reader import Recording
 
@@ -131,7 +132,14 @@ class EpisodeRecorder:
         """One step: the policy saw ``obs`` and sent ``actions``; ``after`` is what the
         environments returned (its reward and done are the step's)."""
         batch = to_record_batch(
-            self.writer.schema, self.writer.header, obs, actions, after.reward, after.done, ids
+            self.writer.schema,
+            self.writer.header,
+            obs,
+            actions,
+            after.reward,
+            after.done,
+            ids,
+            after.truncated,
         )
         self._steps.append(batch)
         step = self._first_step + len(self._steps) - 1
@@ -218,16 +226,27 @@ def record(
     env_kwargs: dict[str, Any] | None = None,
     append: bool = False,
 ) -> int:
-    """Let ``policy`` (anything with ``act(VecObs) -> actions``: a scripted expert, a trained
-    agent, a random policy) play ``env`` until ``episodes`` complete episodes are recorded in
-    ``path``. Returns the number of episodes in the file. ``env`` is closed afterwards."""
+    """Let ``policy`` play ``env`` until ``episodes`` complete episodes are recorded in
+    ``path``: anything with ``act(VecObs) -> actions`` (a scripted expert, a trained agent, a
+    random policy), or a function from one environment's ``Observation`` to its actions as
+    ``Environment.act`` takes them (:class:`~entityrl.recording.expert.FunctionExpert`; ``env``
+    a SerialVecEnv). Returns the number of episodes in the file. ``env`` is closed afterwards."""
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
+    if hasattr(policy, "act"):
+        act = policy.act
+    elif callable(policy):
+        act = FunctionExpert(policy, env).act
+    else:
+        raise TypeError(
+            "record: expected a policy with act(VecObs) or a function of one Observation, got "
+            f"{type(policy).__name__}"
+        )
     with RecordingVecEnv(
         env, path, env_id=env_id, env_kwargs=env_kwargs, append=append
     ) as recording:
         target = recording.writer.episodes + episodes
         obs = recording.reset()
         while recording.writer.episodes < target:
-            obs = recording.act(policy.act(obs))
+            obs = recording.act(act(obs))
         return recording.writer.episodes

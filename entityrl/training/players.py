@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from entityrl.env.actions import kind_of
+from entityrl.env.action_rows import batch_actions
 from entityrl.env.multiplayer_vec import PlayerVecEnv
 from entityrl.env.observation import Action, Observation
 from entityrl.env.random_policy import RandomPolicy
@@ -105,50 +105,13 @@ class ScriptedPlayer:
     def act(
         self, obs: VecObs, state: npt.NDArray[np.int64]
     ) -> tuple[Actions, npt.NDArray[np.int64]]:
-        space = self.env.action_space
-        values: dict[str, list[Any]] = {name: [] for name in space}
-        lengths = {name: np.zeros(state.shape[0], np.int64) for name in space}
-        for i, row in enumerate(state.tolist()):
-            observation = self.env.observations[row]
-            chosen = self.function(observation) if observation.actions else {}
-            for name, mask in observation.actions.items():
-                if name not in chosen:
-                    raise ValueError(
-                        f"scripted player {_name(self.function)}: no {name!r} action although "
-                        f"the observation offers it (got {sorted(chosen)})"
-                    )
-                row_values = action_values(observation, name, chosen[name], mask, self.type_names)
-                values[name].extend(row_values)
-                lengths[name][i] = len(row_values)
-        actions = {}
-        for name, action_space in space.items():
-            kind = kind_of(action_space)
-            width = kind.width(action_space)
-            data = np.asarray(values[name], dtype=kind.dtype).reshape(-1, width)
-            actions[name] = RaggedArray(data, lengths[name])
+        observations = [self.env.observations[row] for row in state.tolist()]
+        answers = [self.function(o) if o.actions else {} for o in observations]
+        where = [f"scripted player {_name(self.function)}"] * len(observations)
+        actions = batch_actions(
+            observations, answers, self.env.action_space, self.type_names, where
+        )
         return actions, state
-
-
-def action_values(
-    obs: Observation, name: str, action: Action, mask: Any, type_names: Sequence[str]
-) -> list[Any]:
-    """One action as its row of batched values: per actor (in the mask's actor order), the
-    choice index, the chosen candidate's position among the mask's candidates, or the
-    continuous values."""
-    if hasattr(action, "index"):  # global categorical
-        return [action.index]  # type: ignore[union-attr]
-    if not hasattr(action, "actors"):  # global continuous
-        return [np.asarray(action.values, np.float32)]  # type: ignore[union-attr]
-    actors = obs.named_entities(type_names, mask.actor_ids, mask.actor_types)
-    by_actor = action.as_dict()  # type: ignore[union-attr]
-    missing = [a for a in actors if a not in by_actor]
-    if missing:
-        raise ValueError(f"action {name!r}: no choice for actors {missing}")
-    if hasattr(action, "actees"):  # select entity: positions among the candidates
-        candidates = obs.named_entities(type_names, mask.actee_ids, mask.actee_types)
-        position = {actee: i for i, actee in enumerate(candidates)}
-        return [position[by_actor[a]] for a in actors]
-    return [by_actor[a] for a in actors]
 
 
 def _name(function: Callable[..., Any]) -> str:
