@@ -5,7 +5,7 @@ Every algorithm is an :class:`Algorithm` (``base.py``); most start from one of t
 :class:`OnPolicyAlgorithm` (collect a rollout with the current policy, then learn from it: PPO
 and its kin) or :class:`OffPolicyAlgorithm` (transitions into a replay buffer, updates every few
 steps, target networks). One sub-package per shipped algorithm (``ppo``, ``bc``, ``gail``,
-``self_play``, ``poca``), each with its settings and its loss in plain torch; ``common/`` holds
+``dac``, ``self_play``, ``poca``, ``dqn``, ``sac``), each with its settings and its loss in plain torch; ``common/`` holds
 what they share. A config's ``algo`` chooses one by name (:mod:`.registry`), your own as
 ``module:Class``. See docs/algorithms.md.
 
@@ -32,6 +32,9 @@ _LAZY = {
     "GAIL": "entityrl.algorithms.gail.algorithm",
     "SelfPlay": "entityrl.algorithms.self_play.algorithm",
     "POCA": "entityrl.algorithms.poca.algorithm",
+    "DAC": "entityrl.algorithms.dac.algorithm",
+    "DQN": "entityrl.algorithms.dqn.algorithm",
+    "SAC": "entityrl.algorithms.sac.algorithm",
 }
 
 

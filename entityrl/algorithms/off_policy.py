@@ -5,7 +5,8 @@ times with the actions of :meth:`~OffPolicyAlgorithm.act` (the subclass's explor
 epsilon-greedy choice, a sample of its policy, ...), keeps the transitions in its
 :class:`~entityrl.algorithms.common.replay.ReplayBuffer` and, once ``learning_starts``
 transitions have been collected, takes ``updates`` steps of :meth:`~OffPolicyAlgorithm.update`
-on minibatches of ``batch_size`` transitions sampled from the buffer. Target networks and other
+on minibatches of ``batch_size`` transitions sampled from the buffer (uniformly or by
+priority, with one-step or n-step returns: ``prioritized``, ``n_step``). Target networks and other
 optimizers are the subclass's (:func:`~entityrl.algorithms.common.target.frozen_copy`,
 :meth:`~entityrl.algorithms.base.Algorithm.own`); the buffer, everything owned and the
 environments' observation go into every checkpoint, so a resumed run continues exactly.
@@ -46,6 +47,17 @@ class OffPolicySettings:
     """Gradient steps per iteration."""
     gamma: float = 0.99
     """Discount factor."""
+    n_step: int = 1
+    """Steps of reward each sampled transition sums before it bootstraps (n-step returns,
+    stopped by the episode's end; 1: one-step)."""
+    prioritized: bool = False
+    """Prioritized replay: sample transitions in proportion to their last error (the
+    algorithm's update sets it) to the power priority_alpha, weighted to correct the bias."""
+    priority_alpha: float = 0.6
+    """How strongly prioritized replay prefers large errors (0: uniform)."""
+    priority_beta: float = 0.4
+    """Importance-weight exponent of prioritized replay at the start, annealed linearly to 1
+    (full correction) at the end of the run."""
 
     def __post_init__(self) -> None:
         require_positive(
@@ -59,6 +71,11 @@ class OffPolicySettings:
             raise ValueError(f"learning_starts must be >= 0, got {self.learning_starts}")
         if not 0 <= self.gamma <= 1:
             raise ValueError(f"gamma must be in [0, 1], got {self.gamma}")
+        require_positive("", n_step=self.n_step)
+        if self.priority_alpha < 0:
+            raise ValueError(f"priority_alpha must be >= 0, got {self.priority_alpha}")
+        if not 0 <= self.priority_beta <= 1:
+            raise ValueError(f"priority_beta must be in [0, 1], got {self.priority_beta}")
 
 
 class OffPolicyAlgorithm(Algorithm):
@@ -77,7 +94,18 @@ class OffPolicyAlgorithm(Algorithm):
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
-        self.replay = self.own("replay", ReplayBuffer(self.settings.buffer_size, ctx.env.choices))
+        settings = self.settings
+        self.replay = self.own(
+            "replay",
+            ReplayBuffer(
+                settings.buffer_size,
+                ctx.env.choices,
+                n_step=settings.n_step,
+                gamma=settings.gamma,
+                prioritized=settings.prioritized,
+                alpha=settings.priority_alpha,
+            ),
+        )
         self.obs: VecObs = ctx.env.reset()
 
     def begin(self, resumed: bool, pretrained: bool) -> None:
@@ -91,7 +119,15 @@ class OffPolicyAlgorithm(Algorithm):
 
     @abstractmethod
     def update(self, batch: Transitions, step: int, lr: float) -> dict[str, float]:
-        """One gradient step on ``batch``; the metrics to log (``loss/*``, ...)."""
+        """One gradient step on ``batch``; the metrics to log (``loss/*``, ...). Targets
+        bootstrap with ``batch.discount`` (n-step returns) and losses weigh rows by
+        ``batch.weights``; with prioritized replay, pass the rows' errors to
+        ``self.replay.update_priorities(batch.index, errors)``."""
+
+    def priority_beta(self, step: int) -> float:
+        """Prioritized replay's importance-weight exponent at ``step`` samples."""
+        beta = self.settings.priority_beta
+        return beta + (1.0 - beta) * min(1.0, step / self.budget())
 
     def iterate(self, step: int, lr: float) -> Iteration:
         ctx, settings = self.ctx, self.settings
@@ -109,6 +145,7 @@ class OffPolicyAlgorithm(Algorithm):
                     after.reward,
                     after.done & ~truncated,
                     next_observations(after, ctx.env.choices),
+                    truncated,
                 )
             )
             for key, values in after.metrics.items():
@@ -119,11 +156,12 @@ class OffPolicyAlgorithm(Algorithm):
         collected = time.perf_counter()
         metrics: dict[str, float] = {}
         if self.replay.added >= settings.learning_starts:
+            beta = self.priority_beta(step + samples)
             for _ in range(settings.updates):
-                metrics = self.update(
-                    self.replay.sample(settings.batch_size, ctx.rng), step + samples, lr
-                )
+                batch = self.replay.sample(settings.batch_size, ctx.rng, beta)
+                metrics = self.update(batch, step + samples, lr)
         metrics["replay/transitions"] = float(len(self.replay))
+        metrics["replay/bytes_per_transition"] = self.replay.nbytes_per_transition()
         metrics["perf/rollout_seconds"] = collected - started
         metrics["perf/update_seconds"] = time.perf_counter() - collected
         return Iteration(samples, metrics, {key: np.concatenate(v) for key, v in episodes.items()})

@@ -21,8 +21,11 @@ BUILT_IN = {
     "ppo": "entityrl.algorithms.ppo.algorithm:PPO",
     "bc": "entityrl.algorithms.bc.algorithm:BehaviourCloning",
     "gail": "entityrl.algorithms.gail.algorithm:GAIL",
+    "dac": "entityrl.algorithms.dac.algorithm:DAC",
     "selfplay": "entityrl.algorithms.self_play.algorithm:SelfPlay",
     "poca": "entityrl.algorithms.poca.algorithm:POCA",
+    "dqn": "entityrl.algorithms.dqn.algorithm:DQN",
+    "sac": "entityrl.algorithms.sac.algorithm:SAC",
 }
 """The shipped algorithms: name -> ``module:Class``."""
 

@@ -245,14 +245,17 @@ class TrainConfig:
 
 
 # ---------------------------------------------------------------------------- loading
-def config_path_for(env_id: str) -> Path:
+def config_path_for(env_id: str, algo: str = "ppo") -> Path:
     """The shipped config file of a registered environment (may not exist); another
     library's environment (``gymnasium:CartPole-v1``) in lower case with ``_`` between
-    words (``gymnasium_cartpole_v1.yaml``)."""
+    words (``gymnasium_cartpole_v1.yaml``). An algorithm other than PPO gets its own file
+    for the environment, ``configs/<algo>/<name>.yaml``, where there is one."""
     if ":" in env_id:
-        return CONFIG_DIR / f"{re.sub('[^a-z0-9]+', '_', env_id.lower())}.yaml"
-    snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in env_id).lstrip("_")
-    return CONFIG_DIR / f"{snake}.yaml"
+        name = f"{re.sub('[^a-z0-9]+', '_', env_id.lower())}.yaml"
+    else:
+        name = "".join(f"_{c.lower()}" if c.isupper() else c for c in env_id).lstrip("_") + ".yaml"
+    own = CONFIG_DIR / algo / name
+    return own if algo != "ppo" and own.exists() else CONFIG_DIR / name
 
 
 def load_config(
@@ -263,8 +266,9 @@ def load_config(
     """Build a validated config from a YAML file or environment name plus overrides.
 
     ``source`` is a path to a YAML file, a registered environment name (its shipped config if
-    there is one, else the defaults for that environment), or None (defaults). ``check_env``
-    checks ``env.id`` and ``env.kwargs`` against the registry (off for custom environments).
+    there is one, the one of the ``algo=`` override's algorithm first, else the defaults for
+    that environment), or None (defaults). ``check_env`` checks ``env.id`` and
+    ``env.kwargs`` against the registry (off for custom environments).
     """
     layers: list[Any] = []
     if source is not None:
@@ -283,7 +287,7 @@ def load_config(
                     f"{source!r} is neither a config file nor a registered environment: "
                     f"{err.args[0]}"
                 ) from None
-            shipped = config_path_for(str(source))
+            shipped = config_path_for(str(source), _algo_named_in(overrides or []) or "ppo")
             if shipped.exists():
                 layers.append(_read_yaml(shipped))
             layers.append(OmegaConf.create({"env": {"id": str(source)}}))
@@ -296,11 +300,17 @@ def load_config(
     return from_layers(layers, check_env)
 
 
+def _algo_named_in(overrides: list[str]) -> str | None:
+    """The algorithm the last ``algo=`` override names (None without one)."""
+    named = [item.partition("=")[2].strip() for item in overrides if item.startswith("algo=")]
+    return named[-1] if named else None
+
+
 def _schema_named_in(overrides: list[str]) -> type[TrainConfig]:
     """The schema of the algorithm an ``algo=`` override names (TrainConfig without one)."""
-    named = [item.partition("=")[2].strip() for item in overrides if item.startswith("algo=")]
+    named = _algo_named_in(overrides)
     try:
-        return config_class(named[-1]) if named else TrainConfig
+        return config_class(named) if named else TrainConfig
     except ConfigError:
         return TrainConfig  # from_layers reports it
 

@@ -22,11 +22,13 @@ QUIET = ["log.tensorboard=false", "log.progress=false", "torch_threads=1"]
 
 
 def test_every_built_in_algorithm_name_has_an_algorithm_with_its_settings() -> None:
-    assert names() == ["ppo", "bc", "gail", "selfplay", "poca"]
+    assert names() == ["ppo", "bc", "gail", "dac", "selfplay", "poca", "dqn", "sac"]
     for name in names():
         algorithm = lookup(name)
         assert algorithm.name == name
-        assert isinstance(getattr(load_config(None, [*QUIET]), name), algorithm.Settings)
+        # A section that is not a field of TrainConfig joins the schema when algo names it.
+        config = load_config(None, [*QUIET, f"algo={name}", "bc.demos=[demo.arrow]"])
+        assert isinstance(getattr(config, name), algorithm.Settings)
 
 
 @pytest.fixture(scope="module")
@@ -80,33 +82,35 @@ def _gail_config(demos: Path, run_dir: Path, *extra: str):
     )  # fmt: skip
 
 
-def test_the_discriminator_logit_sums_the_actors_choices_and_the_row_term(demos: Path) -> None:
+def test_the_discriminator_reads_the_value_and_the_actors_log_probabilities(demos: Path) -> None:
     from entityrl.algorithms.common.optimizer import OptimConfig
-    from entityrl.algorithms.gail.discriminator import Discriminator, GAILConfig
+    from entityrl.algorithms.gail.discriminator import Discriminator, GAILConfig, Steps
     from entityrl.recording import Recording
 
     recording = Recording(demos)
     episode = next(recording.episodes())
     discriminator = Discriminator(
-        recording.obs_space,
-        recording.action_space,
-        GAILConfig(),
-        OptimConfig(),
+        recording.obs_space, recording.action_space, GAILConfig(), "gail", OptimConfig(),
         torch.device("cpu"),
-    )
+    )  # fmt: skip
     with torch.no_grad():
-        logits = discriminator.logits(episode.obs, episode.actions)
+        z = discriminator.embedded(episode.obs, episode.actions)
         out = discriminator.net.evaluate(episode.obs, episode.actions)
+        logits = discriminator.logits(z)
     # CherryPick: one pick per step, so one actor per row.
-    expected = out.values + out.heads["Pick Cherry"].logprob
-    torch.testing.assert_close(logits, expected)
-    rewards = discriminator.rewards(episode.obs, episode.actions)
-    np.testing.assert_allclose(rewards, np.log1p(np.exp(expected.numpy())), rtol=1e-5)
+    expected = torch.stack(
+        [torch.zeros_like(out.values), out.values, out.heads["Pick Cherry"].logprob], dim=1
+    )
+    torch.testing.assert_close(z, expected)
+    # The reward is the logit (by default), measured from a reference (no step ends here).
+    steps = Steps(episode.obs, episode.actions, np.zeros(episode.obs.num_rows, np.bool_))
+    rewards = discriminator.rewards(steps, 0.99, 0.25)
+    np.testing.assert_allclose(rewards, logits.numpy() - 0.25, rtol=1e-5, atol=1e-6)
 
 
 def test_the_discriminator_learns_to_tell_the_expert_from_a_random_policy(demos: Path) -> None:
     from entityrl.algorithms.common.optimizer import OptimConfig
-    from entityrl.algorithms.gail.discriminator import Discriminator, GAILConfig
+    from entityrl.algorithms.gail.discriminator import Discriminator, GAILConfig, Steps
     from entityrl.env.random_policy import RandomPolicy
     from entityrl.recording import read_recordings
 
@@ -119,21 +123,22 @@ def test_the_discriminator_learns_to_tell_the_expert_from_a_random_policy(demos:
     _, random_episodes = read_recordings([str(random_demos)])
     policy = join(random_episodes, make_vec("CherryPick", 4, seed=1, num_cherries=4))
     torch.manual_seed(0)
-    config = GAILConfig(batches=60, bs=32, lr=0.003)
+    config = GAILConfig(lr=0.003)
     discriminator = Discriminator(
-        env.obs_space, env.action_space, config, OptimConfig(), torch.device("cpu")
+        env.obs_space, env.action_space, config, "gail", OptimConfig(), torch.device("cpu")
     )
     discriminator.net.update_normalizers(expert.obs)
-    before = discriminator.rewards(expert.obs, expert.actions).mean()
+    no_ending = np.zeros(policy.num_rows, np.bool_)
+    policy_steps = Steps(policy.obs, policy.actions, no_ending)
+    expert_steps = Steps(expert.obs, expert.actions, np.zeros(expert.num_rows, np.bool_))
+    before = discriminator.rewards(expert_steps, 0.99, 0.0).mean()
     stats = discriminator.update(
-        (policy.obs, policy.actions), (expert.obs, expert.actions), np.random.default_rng(0)
+        policy_steps, expert_steps, np.random.default_rng(0), batches=60, bs=32, gamma=0.99
     )
-    assert stats["loss/gail_expert_accuracy"] > 0.6
-    assert discriminator.rewards(expert.obs, expert.actions).mean() > before
-    assert (
-        discriminator.rewards(expert.obs, expert.actions).mean()
-        > discriminator.rewards(policy.obs, policy.actions).mean()
-    )
+    assert stats["expert_accuracy"] > 0.6
+    after = discriminator.rewards(expert_steps, 0.99, 0.0).mean()
+    assert after > before
+    assert after > discriminator.rewards(policy_steps, 0.99, 0.0).mean()
 
 
 def test_a_resumed_gail_run_continues_exactly(demos: Path, tmp_path: Path) -> None:

@@ -1,25 +1,78 @@
-"""Generative adversarial imitation learning (GAIL): a reward learned from demonstrations.
+"""The discriminator of adversarial imitation (GAIL, DAC): a reward learned from demonstrations.
 
 Ho & Ermon (2016): a discriminator ``D(s, a)`` learns to tell the recorded expert's steps
-(label 1) from the policy's (label 0), and the policy is trained by PPO on the reward
-``-log(1 - D(s, a))``, which is high where the policy does what the expert would.
+(label 1) from the policy's (label 0), and the policy is trained on a reward that is high where
+``D`` is: by default its logit ``log D - log(1 - D)`` (``reward``; also ``-log(1 - D)``, always
+positive, and ``log D``, always negative).
 
 The discriminator reads entity observations and actions with the policy's own architecture:
-a RogueNet of its own (``gail.d_model``, ``gail.n_layer``) whose heads score each actor's
-recorded choice, masks included (select-entity choices too). Its logit for a step is the sum
-over the step's actors of their choices' log-probabilities plus the row's value output:
-log-probabilities of any action set, per actor, together with a state term, can express any
-function of (observation, actions). The reward is ``softplus(logit) = -log(1 - D)``.
-Input normalization statistics come from the demonstrations, once.
+a RogueNet of its own (``d_model``, ``n_layer``) whose heads score each actor's recorded
+choice, masks included (select-entity choices too). These are its *embedded inputs*, one fixed
+vector per step: ``[absorbing, value, per action: the sum over the actors of the
+log-probability its head gives the actor's choice]``. A small MLP reads that vector to the
+logit. Log-probabilities of any action set, per actor, together with a state term, can express
+any function of (observation, actions).
+
+Fixes after Kostrikov et al. (2019), "Discriminator-Actor-Critic", for episodes that end early:
+
+* **Absorbing states.** An episode that ends by the task (``done`` and not ``truncated``) is
+  followed by an absorbing state, which steps to itself forever; the discriminator learns it
+  on each side once per such ending, and its reward ``r_abs`` is the reward of every step
+  after the ending. Without it an ending is worth 0 after it, so a positive reward punishes
+  ending (and a negative one rewards it), whatever the expert did.
+* **Rewards are measured from a reference** ``c``, the mean reward of the absorbing states
+  after the expert's endings (0 when it has none; with one absorbing state, its reward): with
+  absorbing states every episode lasts forever, so subtracting ``c`` from every reward changes
+  every return by the same ``c / (1 - gamma)`` and no policy's rank, and an ending like the
+  expert's is worth about 0 after it, which is what the learners already give a step that
+  ended its episode. The step that ended adds the rest, the absorbing state's value
+  ``gamma / (1 - gamma) * (r_abs - c)`` (:meth:`Discriminator.rewards`). With one absorbing
+  state ``r_abs = c`` and that term vanishes; bootstrapping ``r_abs / (1 - gamma)`` unshifted,
+  as DAC does, would put 100 steps' worth of reward (at gamma 0.99) on every last step, even
+  on endings exactly like the expert's.
+* **Where one absorbing state fails: dying pays.** The discriminator cannot tell one point
+  apart from itself, so its score of the absorbing state sits at the ratio of how often each
+  side ends, while it can tell the policy's steps apart. Where the expert ends early by
+  succeeding (TreasureHunt, MultiSnake), the policy's steps soon score below the absorbing
+  state, every step costs, and the quickest ending pays: a trap, a crash (measured: episodes of
+  2-6 steps). No reward form escapes this (they are monotone maps of one logit). Two remedies
+  are offered and measured, and neither is the default:
+
+  - ``absorbing_weight`` (null: the horizon ``1 / (1 - gamma)``): an ending at step t puts
+    discounted mass ``gamma^t / (1 - gamma)`` on the absorbing state against ``gamma^t`` for a
+    step, so each absorbing state may weigh ``1 / (1 - gamma)`` steps on both sides (DAC's
+    occupancy argument). With one absorbing state this makes dying pay *more*: both sides'
+    samples become mostly absorbing states, its score tends to the even 0.5 while the policy's
+    steps are still told apart (TreasureHunt: 0.034 of the expert, ~6-step episodes, against
+    0.10 and ~20 steps at weight 1).
+  - ``ending``: the absorbing state's embedded inputs are the indicator and the rest of the
+    ending step's, ``[1, z_T]``, so an ending the expert never makes (a trap) scores as the
+    policy's and one it makes as the expert's. That stops the dying (episodes of 70-180 steps)
+    but the policy then lingers (0.09-0.12 of the expert on TreasureHunt, 0.014 on
+    MultiSnake), and its value, ``gamma / (1 - gamma)`` times a reward on the last step,
+    swamps PPO's advantages on fixed-length CherryPick (0.15-0.19 of the expert against 0.99).
+
+  What is left is the discriminator telling the policy's steps apart (accuracy 0.95-1.0 on
+  that side): its reward does not point toward the expert's next step. See
+  docs/imitation.md for the figures.
+* **Gradient penalty** (WGAN-GP, Gulrajani et al. 2017, as DAC uses it):
+  ``grad_penalty * E[(|grad_z D(z)| - 1)^2]`` at points ``z`` drawn uniformly on segments between
+  an expert's and a policy's embedded inputs. Entity observations of different steps hold
+  different entities, so raw inputs cannot be interpolated; the embedded inputs can. They are
+  detached for the penalty: it holds the MLP's slope, not the encoder's features.
+
+The accuracy on each side is logged; :class:`SaturationWatch` warns once when both stay near 1.
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 import torch
+from torch import nn
 from torch.nn import functional
 
 from entityrl.algorithms.common.checks import require_positive
@@ -31,105 +84,324 @@ from entityrl.ragged import RaggedArray
 
 Actions = dict[str, RaggedArray]
 
+# Width of the MLP between the embedded inputs and the logit.
+_HIDDEN = 64
+# Consecutive discriminator steps at saturated accuracy before the warning: a few steps at
+# accuracy 1 happen by chance on small batches; this many in a row means the policy's reward
+# no longer tells its steps apart.
+SATURATED_STEPS = 100
+# The learned reward as a function of the discriminator's logit.
+REWARDS = {
+    "logit": lambda logit: logit,  # log D - log(1 - D)
+    "positive": functional.softplus,  # -log(1 - D) = softplus(logit)
+    "negative": lambda logit: -functional.softplus(-logit),  # log D
+}
+
 
 @dataclass
-class GAILConfig:
-    """GAIL (algo=gail): PPO on a reward learned from the recordings in bc.demos."""
+class DiscriminatorSettings:
+    """The discriminator's settings, shared by algo=gail and algo=dac."""
 
-    coef: float = 1.0
-    """Weight of the learned reward."""
-    env_reward: float = 0.0
-    """Weight of the environment's reward added to it (0: imitation alone)."""
     d_model: int = 32
     """Width of the discriminator (a RogueNet of its own)."""
     n_layer: int = 1
     """Transformer layers of the discriminator."""
     lr: float = 0.0003
     """Learning rate of the discriminator."""
+    absorbing: bool = True
+    """Follow every episode that ends by the task (not truncated) with an absorbing state that
+    the discriminator scores and whose value the learner counts (DAC); false: an ending is
+    worth nothing after it, as in the original GAIL."""
+    absorbing_weight: float | None = 1.0
+    """Weight of each absorbing state in the discriminator's loss, against 1 for a step (both
+    sides); null: the learner's horizon 1 / (1 - gamma), the occupancy it stands for (measured
+    worse, see the module's doc)."""
+    ending: bool = False
+    """The absorbing state carries the step that ended its episode, so an ending the expert
+    never makes (a trap, a crash) is told from one it makes (success); false: one absorbing
+    state after every ending (measured better, see the module's doc)."""
+    reward: str = "logit"
+    """The learned reward: ``logit`` (log D - log(1 - D)), ``positive`` (-log(1 - D)) or
+    ``negative`` (log D)."""
+    grad_penalty: float = 10.0
+    """Weight of the gradient penalty on the discriminator (WGAN-GP on its embedded inputs;
+    0: off)."""
+    saturation: float = 0.99
+    """Warn once when the discriminator's accuracy on the expert's and on the policy's steps
+    both stay at or above this for 100 steps in a row (above 1: never)."""
+
+    def check_discriminator(self, section: str) -> None:
+        require_positive(section, d_model=self.d_model, lr=self.lr)
+        if self.absorbing_weight is not None and self.absorbing_weight <= 0:
+            raise ValueError(
+                f"{section}.absorbing_weight must be > 0 or null, got {self.absorbing_weight}"
+            )
+        if self.reward not in REWARDS:
+            raise ValueError(
+                f"{section}.reward must be one of {sorted(REWARDS)}, got {self.reward!r}"
+            )
+        for name in ("n_layer", "grad_penalty"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{section}.{name} must be >= 0, got {getattr(self, name)}")
+
+
+@dataclass
+class GAILConfig(DiscriminatorSettings):
+    """GAIL (algo=gail): PPO on a reward learned from the recordings in bc.demos."""
+
+    coef: float = 1.0
+    """Weight of the learned reward."""
+    env_reward: float = 0.0
+    """Weight of the environment's reward added to it (0: imitation alone)."""
     batches: int = 8
     """Discriminator steps per iteration, each on ``bs`` policy and ``bs`` expert steps."""
     bs: int = 256
     """Steps of each side in a discriminator minibatch."""
 
     def __post_init__(self) -> None:
-        require_positive("gail", d_model=self.d_model, lr=self.lr, batches=self.batches, bs=self.bs)
-        for name in ("coef", "env_reward", "n_layer"):
+        self.check_discriminator("gail")
+        require_positive("gail", batches=self.batches, bs=self.bs)
+        for name in ("coef", "env_reward"):
             if getattr(self, name) < 0:
                 raise ValueError(f"gail.{name} must be >= 0, got {getattr(self, name)}")
 
 
+@dataclass
+class Steps:
+    """Steps of one side: observations, the actions taken in them and, per row, whether the
+    step ended its episode by the task (an absorbing state follows it)."""
+
+    obs: VecObs
+    actions: Actions
+    terminal: npt.NDArray[np.bool_]
+
+    @property
+    def num_rows(self) -> int:
+        return self.obs.num_rows
+
+    def take(self, rows: npt.NDArray[np.int64]) -> Steps:
+        actions = {name: a.take(rows) for name, a in self.actions.items()}
+        return Steps(self.obs.take(rows), actions, self.terminal[rows])
+
+
+def horizon(gamma: float) -> float:
+    """The occupancy an absorbing state stands for against one step: ``1 / (1 - gamma)``
+    (``gamma`` below 1)."""
+    if not 0 <= gamma < 1:
+        raise ValueError(f"absorbing states need a discount below 1, got gamma={gamma}")
+    return 1 / (1 - gamma)
+
+
+def weighted_bce(logits: torch.Tensor, label: float, weights: torch.Tensor) -> torch.Tensor:
+    """The binary cross-entropy of ``logits`` against ``label``, averaged with ``weights``."""
+    losses = functional.binary_cross_entropy_with_logits(
+        logits, torch.full_like(logits, label), reduction="none"
+    )
+    return (losses * weights).sum() / weights.sum()
+
+
+def gradient_penalty(
+    head: nn.Module, expert: torch.Tensor, policy: torch.Tensor, mix: torch.Tensor
+) -> torch.Tensor:
+    """WGAN-GP's ``mean((|grad_z head(z)| - 1)^2)`` at ``z = mix * expert + (1 - mix) *
+    policy`` (rows paired in order; ``mix``: one weight in [0, 1] per row)."""
+    points = (mix[:, None] * expert + (1 - mix[:, None]) * policy).requires_grad_(True)
+    (grad,) = torch.autograd.grad(head(points).sum(), points, create_graph=True)
+    return ((grad.norm(dim=1) - 1) ** 2).mean()
+
+
+class DiscriminatorSaturationWarning(UserWarning):
+    """The discriminator tells the expert's steps from the policy's almost perfectly, for long:
+    its reward no longer guides the policy."""
+
+
+class SaturationWatch:
+    """Warns once when the accuracy on both sides stays at or above ``threshold`` for
+    :data:`SATURATED_STEPS` discriminator steps in a row."""
+
+    def __init__(self, threshold: float, section: str) -> None:
+        self.threshold = threshold
+        self.section = section
+        self.run = 0  # consecutive saturated steps so far
+        self.warned = False
+
+    def observe(self, expert_accuracy: float, policy_accuracy: float) -> None:
+        saturated = min(expert_accuracy, policy_accuracy) >= self.threshold
+        self.run = self.run + 1 if saturated else 0
+        if self.run >= SATURATED_STEPS and not self.warned:
+            self.warned = True
+            s = self.section
+            warnings.warn(
+                f"{s}: the discriminator has told the expert's steps from the policy's with "
+                f"accuracy >= {self.threshold} on both sides for {SATURATED_STEPS} steps in a "
+                f"row (last: expert {expert_accuracy:.3f}, policy {policy_accuracy:.3f}); its "
+                "reward no longer guides the policy. Try: a gradient penalty "
+                f"({s}.grad_penalty=10 or more), absorbing states ({s}.absorbing=true) if "
+                f"episodes end early, a weaker discriminator (lower {s}.lr, {s}.d_model or "
+                "fewer discriminator steps), or more expert episodes in bc.demos",
+                DiscriminatorSaturationWarning,
+                stacklevel=2,
+            )
+
+
+def endings(steps: Steps, most: int = 1024) -> Steps:
+    """The rows of ``steps`` that ended their episode by the task (the first ``most``)."""
+    return steps.take(np.flatnonzero(steps.terminal)[:most])
+
+
+def _sample(steps: Steps, bs: int, rng: np.random.Generator) -> Steps:
+    """``bs`` rows drawn with replacement, or all rows when there are no more."""
+    if steps.num_rows <= bs:
+        return steps
+    return steps.take(rng.choice(steps.num_rows, size=bs))
+
+
 class Discriminator:
-    """The discriminator of one training process and its optimizer."""
+    """The discriminator of one training process and its optimizer; ``section`` names its
+    settings in messages ("gail", "dac")."""
 
     def __init__(
         self,
         obs_space: ObsSpace,
         action_space: ActionSpaces,
-        config: GAILConfig,
+        settings: DiscriminatorSettings,
+        section: str,
         optim: OptimConfig,
         device: torch.device,
     ) -> None:
-        self.config = config
+        self.settings = settings
         self.max_grad_norm = optim.max_grad_norm
-        net_config = RogueNetConfig(d_model=config.d_model, n_layer=config.n_layer, n_head=1)
+        self.action_names = list(action_space)
+        net_config = RogueNetConfig(d_model=settings.d_model, n_layer=settings.n_layer, n_head=1)
         self.net = RogueNet(obs_space, action_space, net_config, device=device)
+        self.head = nn.Sequential(
+            nn.Linear(2 + len(action_space), _HIDDEN), nn.Tanh(), nn.Linear(_HIDDEN, 1)
+        ).to(device)
+        self.model = nn.ModuleDict({"net": self.net, "head": self.head})
         self.optimizer: FlatOptimizer = adam(
-            self.net, OptimConfig(lr=config.lr, eps=optim.eps, max_grad_norm=optim.max_grad_norm)
+            self.model,
+            OptimConfig(lr=settings.lr, eps=optim.eps, max_grad_norm=optim.max_grad_norm),
         )
+        self.watch = SaturationWatch(settings.saturation, section)
 
-    def logits(self, obs: VecObs, actions: Actions) -> torch.Tensor:
-        """Per row, the logit of "an expert's step" (with gradients)."""
+    def embedded(self, obs: VecObs, actions: Actions) -> torch.Tensor:
+        """Per row, the embedded inputs ``[0, value, per action: the sum over the actors of
+        the log-probability of the chosen choice]`` (with gradients)."""
         out = self.net.evaluate(obs, actions)
-        logits = out.values.clone()
-        for name, head in out.heads.items():
-            rows = torch.from_numpy(actions[name].row_index()).to(logits.device)
-            logits = logits.index_add(0, rows, head.logprob)
-        return logits
+        columns = [torch.zeros_like(out.values), out.values]
+        for name in self.action_names:
+            rows = torch.from_numpy(actions[name].row_index()).to(out.values.device)
+            logprob = out.heads[name].logprob
+            columns.append(out.values.new_zeros(obs.num_rows).index_add(0, rows, logprob))
+        return torch.stack(columns, dim=1)
+
+    def absorbing_inputs(self, ended: torch.Tensor) -> torch.Tensor:
+        """The embedded inputs of the absorbing states that follow the steps whose embedded
+        inputs are ``ended``: the indicator, and (``ending``) the rest of the step's."""
+        z = ended.clone() if self.settings.ending else torch.zeros_like(ended)
+        z[:, 0] = 1.0
+        return z
+
+    def logits(self, z: torch.Tensor) -> torch.Tensor:
+        return self.head(z)[:, 0]
+
+    def reward_of(self, z: torch.Tensor) -> torch.Tensor:
+        """The learned reward of the embedded inputs ``z``."""
+        return REWARDS[self.settings.reward](self.logits(z))
 
     @torch.no_grad()
-    def rewards(self, obs: VecObs, actions: Actions) -> npt.NDArray[np.float32]:
-        """Per row, ``-log(1 - D)``: large where the step looks like the expert's."""
-        self.net.eval()
-        return functional.softplus(self.logits(obs, actions)).cpu().numpy().astype(np.float32)
+    def reference(self, endings: Steps | None) -> float:
+        """The reward every reward is measured from: the mean reward of the absorbing states
+        after ``endings`` (the expert's endings by the task; 0 without any)."""
+        if not self.settings.absorbing or endings is None or endings.num_rows == 0:
+            return 0.0
+        self.model.eval()
+        z = self.absorbing_inputs(self.embedded(endings.obs, endings.actions))
+        return float(self.reward_of(z).mean())
+
+    @torch.no_grad()
+    def rewards(self, steps: Steps, gamma: float, reference: float) -> npt.NDArray[np.float32]:
+        """Per row of ``steps``, its learned reward less ``reference``; with absorbing states
+        that carry their ending, a row that ended its episode by the task adds the value of
+        the absorbing state after it, ``gamma / (1 - gamma)`` times its reward less
+        ``reference`` (see the module's doc)."""
+        self.model.eval()
+        z = self.embedded(steps.obs, steps.actions)
+        learned = self.reward_of(z) - reference
+        ended = torch.from_numpy(np.flatnonzero(steps.terminal)).to(z.device)
+        # With one absorbing state its reward is the reference and the term is 0.
+        if self.settings.absorbing and self.settings.ending and len(ended):
+            after = self.reward_of(self.absorbing_inputs(z[ended])) - reference
+            learned = learned.index_add(0, ended, (horizon(gamma) - 1) * after)
+        return learned.cpu().numpy().astype(np.float32)
+
+    def side(self, steps: Steps, gamma: float) -> tuple[torch.Tensor, torch.Tensor]:
+        """The embedded inputs of ``steps`` followed (with absorbing states) by the absorbing
+        state after each step that ended its episode by the task, and the weight of each in
+        the loss (1 for a step, ``absorbing_weight`` for an absorbing state)."""
+        z = self.embedded(steps.obs, steps.actions)
+        weights = torch.ones(len(z), device=z.device)
+        if not self.settings.absorbing:
+            return z, weights
+        absorbing = self.absorbing_inputs(z[torch.from_numpy(np.flatnonzero(steps.terminal))])
+        weight = self.settings.absorbing_weight or horizon(gamma)
+        return (
+            torch.cat([z, absorbing]),
+            torch.cat([weights, torch.full((len(absorbing),), weight, device=z.device)]),
+        )
 
     def update(
         self,
-        policy: tuple[VecObs, Actions],
-        expert: tuple[VecObs, Actions],
+        policy: Steps,
+        expert: Steps,
         rng: np.random.Generator,
+        batches: int,
+        bs: int,
+        gamma: float,
     ) -> dict[str, float]:
-        """``gail.batches`` steps on the binary cross-entropy of expert (1) against policy
-        (0) steps, each side sampled ``gail.bs`` at a time; mean loss and accuracies."""
-        self.net.train()
-        losses, expert_right, policy_right = [], [], []
-        for _ in range(self.config.batches):
-            sides = []
-            for obs, actions in (expert, policy):
-                rows = rng.choice(obs.num_rows, size=min(self.config.bs, obs.num_rows))
-                sides.append(
-                    self.logits(obs.take(rows), {n: a.take(rows) for n, a in actions.items()})
-                )
-            expert_logits, policy_logits = sides
-            loss = functional.binary_cross_entropy_with_logits(
-                expert_logits, torch.ones_like(expert_logits)
-            ) + functional.binary_cross_entropy_with_logits(
-                policy_logits, torch.zeros_like(policy_logits)
+        """``batches`` steps on the binary cross-entropy of expert (1) against policy (0)
+        steps, each side sampled ``bs`` rows at a time (all of them when it has no more) and
+        weighted as :meth:`side` says, plus the gradient penalty; the mean loss, penalty and
+        accuracies."""
+        self.model.train()
+        totals = np.zeros(4)
+        for _ in range(batches):
+            (expert_z, expert_w), (policy_z, policy_w) = (
+                self.side(_sample(s, bs, rng), gamma) for s in (expert, policy)
             )
+            expert_logits, policy_logits = self.logits(expert_z), self.logits(policy_z)
+            loss = weighted_bce(expert_logits, 1.0, expert_w) + weighted_bce(
+                policy_logits, 0.0, policy_w
+            )
+            penalty = torch.zeros(())
+            if self.settings.grad_penalty:
+                # Random pairs: each side's absorbing states come last.
+                pairs = min(len(expert_z), len(policy_z))
+                e, p = (
+                    torch.from_numpy(rng.permutation(len(z))[:pairs]) for z in (expert_z, policy_z)
+                )
+                mix = torch.from_numpy(rng.random(pairs, dtype=np.float32)).to(expert_z.device)
+                penalty = gradient_penalty(
+                    self.head, expert_z[e].detach(), policy_z[p].detach(), mix
+                )
             self.optimizer.zero_grad()
-            loss.backward()
+            (loss + self.settings.grad_penalty * penalty).backward()
             self.optimizer.step(self.max_grad_norm)
-            losses.append(loss.item())
-            expert_right.append(float((expert_logits > 0).float().mean()))
-            policy_right.append(float((policy_logits < 0).float().mean()))
+            expert_right = float((expert_logits > 0).float().mean())
+            policy_right = float((policy_logits < 0).float().mean())
+            self.watch.observe(expert_right, policy_right)
+            totals += (loss.item(), penalty.item(), expert_right, policy_right)
+        loss_, penalty_, expert_acc, policy_acc = totals / batches
         return {
-            "loss/gail_loss": float(np.mean(losses)),
-            "loss/gail_expert_accuracy": float(np.mean(expert_right)),
-            "loss/gail_policy_accuracy": float(np.mean(policy_right)),
+            "loss": loss_,
+            "grad_penalty": penalty_,
+            "expert_accuracy": expert_acc,
+            "policy_accuracy": policy_acc,
         }
 
     def state_dict(self) -> dict[str, object]:
-        return {"model": self.net.state_dict(), "optimizer": self.optimizer.state_dict()}
+        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}
 
     def load_state_dict(self, state: dict[str, object]) -> None:
-        self.net.load_state_dict(state["model"])  # type: ignore[arg-type]
+        self.model.load_state_dict(state["model"])  # type: ignore[arg-type]
         self.optimizer.load_state_dict(state["optimizer"])  # type: ignore[arg-type]

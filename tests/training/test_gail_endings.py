@@ -1,0 +1,289 @@
+"""Adversarial imitation's fixes for early endings (issue #30): absorbing states exactly after
+episodes ended by the task, the gradient penalty, and the saturation warning."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from test_truncation import TimeLimited
+from torch import nn
+from torch.nn import functional
+
+from entityrl.algorithms.common.optimizer import OptimConfig
+from entityrl.algorithms.gail.algorithm import EndingLog, expert_steps
+from entityrl.algorithms.gail.discriminator import (
+    SATURATED_STEPS,
+    Discriminator,
+    DiscriminatorSaturationWarning,
+    GAILConfig,
+    SaturationWatch,
+    Steps,
+    endings,
+    gradient_penalty,
+    horizon,
+    weighted_bce,
+)
+from entityrl.env import SerialVecEnv
+from entityrl.recording import Recording, record
+from entityrl.training.config import ConfigError
+
+
+def _wait(num_envs: int) -> dict:
+    from entityrl.ragged import RaggedArray
+
+    return {"wait": RaggedArray(np.zeros((num_envs, 1), np.int64), np.ones(num_envs, np.int64))}
+
+
+def _recording(path: Path, truncate: bool) -> Path:
+    env = SerialVecEnv(lambda: TimeLimited(truncate), 2, seed=0)
+    record(lambda obs: _waiting(), env, path, 4)
+    return path
+
+
+def _waiting() -> dict:
+    from entityrl.env import GlobalCategoricalAction
+
+    return {"wait": GlobalCategoricalAction(0, "wait")}
+
+
+@pytest.mark.parametrize("truncate", [True, False])
+def test_the_expert_side_marks_only_endings_by_the_task(tmp_path: Path, truncate: bool) -> None:
+    demos = _recording(tmp_path / "demos.arrow", truncate)
+    assert [e.truncated for e in Recording(demos).episodes()] == [truncate] * 4
+    env = SerialVecEnv(lambda: TimeLimited(truncate), 1, seed=0)
+    steps = expert_steps("algo=gail", [str(demos)], None, env)
+    assert steps.num_rows == 12  # 4 episodes of 3 steps
+    expected = np.tile([False, False, not truncate], 4)
+    np.testing.assert_array_equal(steps.terminal, expected)
+
+
+@pytest.mark.parametrize("truncate", [True, False])
+def test_the_policy_side_marks_only_endings_by_the_task(truncate: bool) -> None:
+    log = EndingLog(SerialVecEnv(lambda: TimeLimited(truncate), 2, seed=0))
+    log.reset()
+    dones = np.stack([log.act(_wait(2)).done for _ in range(6)])
+    terminal = dones & ~log.take(6)
+    assert dones.sum() == 4  # steps 3 and 6 end the episodes of both environments
+    assert terminal.sum() == (0 if truncate else 4)
+    assert log.truncated == []
+
+
+def _discriminator(env: SerialVecEnv, **settings: object) -> Discriminator:
+    torch.manual_seed(0)
+    return Discriminator(
+        env.obs_space, env.action_space, GAILConfig(**settings), "gail", OptimConfig(),  # type: ignore[arg-type]
+        torch.device("cpu"),
+    )  # fmt: skip
+
+
+def _expert(tmp_path: Path) -> tuple[SerialVecEnv, Steps]:
+    """4 episodes of 3 steps, each ended by the task at its third step."""
+    demos = _recording(tmp_path / "demos.arrow", truncate=False)
+    env = SerialVecEnv(lambda: TimeLimited(False), 1, seed=0)
+    return env, expert_steps("algo=gail", [str(demos)], None, env)
+
+
+@pytest.mark.parametrize("ending", [True, False])
+def test_one_absorbing_state_follows_each_ending_by_the_task(tmp_path: Path, ending: bool) -> None:
+    env, steps = _expert(tmp_path)
+    for absorbing in (True, False):
+        discriminator = _discriminator(env, absorbing=absorbing, ending=ending)
+        with torch.no_grad():
+            z, weights = discriminator.side(steps, gamma=0.9)
+            embedded = discriminator.embedded(steps.obs, steps.actions)
+        assert len(z) == len(weights) == 12 + (4 if absorbing else 0)
+        torch.testing.assert_close(z[:12], embedded)
+        assert z[:, 0].sum() == (4 if absorbing else 0)  # the indicator of the absorbing state
+        if absorbing:
+            # Each follows one ending, in order; with `ending` it carries that step's inputs.
+            ended = embedded[[2, 5, 8, 11], 1:]
+            expected = ended if ending else torch.zeros_like(ended)
+            torch.testing.assert_close(z[12:, 1:], expected)
+
+
+@pytest.mark.parametrize(("weight", "expected"), [(None, 10.0), (3.0, 3.0)])
+def test_the_absorbing_weight_falls_exactly_on_absorbing_states(
+    tmp_path: Path, weight: float | None, expected: float
+) -> None:
+    """Null: the horizon 1 / (1 - gamma), the discounted occupancy an absorbing state stands
+    for against one step."""
+    env, steps = _expert(tmp_path)
+    discriminator = _discriminator(env, absorbing_weight=weight)
+    z, weights = discriminator.side(steps, gamma=0.9)
+    is_absorbing = z[:, 0] == 1
+    assert is_absorbing.sum() == 4
+    torch.testing.assert_close(weights[is_absorbing], torch.full((4,), expected))
+    torch.testing.assert_close(weights[~is_absorbing], torch.ones(12))
+
+
+def test_the_weighted_loss_on_a_hand_made_case() -> None:
+    logits = torch.tensor([0.0, 2.0])
+    weights = torch.tensor([1.0, 3.0])
+    # Label 1: -log sigmoid(logit), weighted (1 * log 2 + 3 * log(1 + e^-2)) / 4.
+    expected = (np.log(2) + 3 * np.log1p(np.exp(-2.0))) / 4
+    assert weighted_bce(logits, 1.0, weights).item() == pytest.approx(expected, rel=1e-6)
+    # Label 0: -log(1 - sigmoid(logit)) = softplus(logit).
+    expected = (np.log(2) + 3 * np.log1p(np.exp(2.0))) / 4
+    assert weighted_bce(logits, 0.0, weights).item() == pytest.approx(expected, rel=1e-6)
+
+
+def test_the_update_weighs_absorbing_states_in_its_loss(tmp_path: Path) -> None:
+    """The loss :meth:`Discriminator.update` reports (before its step) is the weighted mean
+    of the binary cross-entropy over each side, absorbing states weighing ``absorbing_weight``;
+    the head is set so that absorbing states score far from steps, so weights matter."""
+    env, expert = _expert(tmp_path)
+    policy = expert.take(np.arange(expert.num_rows))
+    policy.terminal[:] = False  # the policy side: steps alone
+    for weight in (1.0, 50.0):
+        discriminator = _discriminator(env, absorbing_weight=weight, grad_penalty=0.0)
+        with torch.no_grad():
+            discriminator.head[0].weight[:, 0] += 3.0  # the indicator moves the logit
+            z, w = discriminator.side(expert, gamma=0.9)
+            policy_z, _ = discriminator.side(policy, gamma=0.9)
+            expert_loss = functional.softplus(-discriminator.logits(z))  # label 1
+            policy_loss = functional.softplus(discriminator.logits(policy_z)).mean()  # label 0
+        expected = float((expert_loss * w).sum() / w.sum() + policy_loss)
+        unweighted = float(expert_loss.mean() + policy_loss)
+        assert abs(expected - unweighted) > 0.01 or weight == 1.0
+        stats = discriminator.update(policy, expert, np.random.default_rng(0), 1, 64, 0.9)
+        assert stats["loss"] == pytest.approx(expected, rel=1e-4)
+
+
+@pytest.mark.parametrize("ending", [True, False])
+@pytest.mark.parametrize("form", ["logit", "positive", "negative"])
+def test_rewards_count_the_absorbing_state_after_each_ending(
+    tmp_path: Path, form: str, ending: bool
+) -> None:
+    """Each step earns its reward less the reference; a step that ended its episode by the
+    task adds the absorbing state's value after it, gamma / (1 - gamma) times its reward less
+    the reference. The reference is the mean reward of the absorbing states after the
+    expert's endings."""
+    env, steps = _expert(tmp_path)
+    discriminator = _discriminator(env, reward=form, ending=ending)
+    gamma = 0.9
+    with torch.no_grad():
+        z = discriminator.embedded(steps.obs, steps.actions)
+        logits = discriminator.logits(z).numpy().astype(np.float64)
+        absorbing = discriminator.logits(discriminator.absorbing_inputs(z)).numpy()
+    of = {
+        "logit": lambda x: x,
+        "positive": lambda x: np.log1p(np.exp(x)),
+        "negative": lambda x: -np.log1p(np.exp(-x)),
+    }[form]
+    reference = discriminator.reference(endings(steps))
+    assert reference == pytest.approx(float(of(absorbing[steps.terminal]).mean()), rel=1e-5)
+    # This expert's endings are all alike; another reference makes the ending's term show.
+    shifted = reference - 0.3
+    rewards = discriminator.rewards(steps, gamma, shifted)
+    expected = of(logits) - shifted
+    if ending:
+        expected[steps.terminal] += gamma / (1 - gamma) * (of(absorbing) - shifted)[steps.terminal]
+        assert not np.allclose(expected, of(logits) - shifted, atol=1.0)
+    # else one absorbing state, whose reward is the reference: endings add nothing.
+    np.testing.assert_allclose(rewards, expected, rtol=1e-4, atol=1e-5)
+    off = _discriminator(env, reward=form, ending=ending, absorbing=False)
+    assert off.reference(endings(steps)) == 0.0
+
+
+def test_the_reference_without_expert_endings_is_zero(tmp_path: Path) -> None:
+    env, steps = _expert(tmp_path)
+    none = steps.take(np.flatnonzero(~steps.terminal))
+    assert _discriminator(env).reference(endings(none)) == 0.0
+
+
+def test_absorbing_states_need_a_discount_below_one(tmp_path: Path) -> None:
+    assert horizon(0.99) == pytest.approx(100.0)
+    with pytest.raises(ValueError, match="discount below 1, got gamma=1"):
+        horizon(1.0)
+    # One absorbing state adds nothing at an ending, so any discount serves.
+    env, steps = _expert(tmp_path)
+    assert np.isfinite(_discriminator(env).rewards(steps, 1.0, 0.0)).all()
+    with pytest.raises(ValueError, match="discount below 1"):
+        _discriminator(env, ending=True).rewards(steps, 1.0, 0.0)
+
+
+def test_the_gradient_penalty_on_a_hand_made_case() -> None:
+    # A linear head w . z has gradient w everywhere: the penalty is (|w| - 1)^2 = (5 - 1)^2.
+    linear = nn.Linear(2, 1, bias=False)
+    with torch.no_grad():
+        linear.weight.copy_(torch.tensor([[3.0, 4.0]]))
+    expert, policy = torch.tensor([[1.0, 0.0], [0.0, 2.0]]), torch.zeros(2, 2)
+    mix = torch.tensor([0.5, 0.25])
+    assert gradient_penalty(linear, expert, policy, mix).item() == pytest.approx(16.0)
+
+    # |z|^2 / 2 has gradient z: at the points 0.5 * (1, 0) and 0.25 * (0, 2), norms 0.5 and 0.5.
+    class HalfSquare(nn.Module):
+        def forward(self, z: torch.Tensor) -> torch.Tensor:
+            return (z**2).sum(1, keepdim=True) / 2
+
+    assert gradient_penalty(HalfSquare(), expert, policy, mix).item() == pytest.approx(0.25)
+
+
+def test_the_penalty_is_differentiable_in_the_head() -> None:
+    linear = nn.Linear(2, 1)
+    penalty = gradient_penalty(linear, torch.ones(3, 2), torch.zeros(3, 2), torch.rand(3))
+    penalty.backward()
+    assert linear.weight.grad is not None and linear.weight.grad.abs().sum() > 0
+
+
+def test_the_saturation_warning_fires_once_when_both_sides_stay_saturated() -> None:
+    watch = SaturationWatch(0.99, "gail")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(SATURATED_STEPS - 1):
+            watch.observe(1.0, 1.0)
+        watch.observe(0.9, 1.0)  # one unsaturated step starts the count again
+        for _ in range(SATURATED_STEPS - 1):
+            watch.observe(1.0, 0.995)
+    with pytest.warns(DiscriminatorSaturationWarning, match=r"gail\.grad_penalty=10"):
+        watch.observe(1.0, 1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(2 * SATURATED_STEPS):
+            watch.observe(1.0, 1.0)  # once only
+
+
+def test_the_saturation_warning_stays_silent_when_one_side_is_fooled() -> None:
+    watch = SaturationWatch(0.99, "dac")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(3 * SATURATED_STEPS):
+            watch.observe(1.0, 0.5)
+            watch.observe(0.5, 1.0)
+
+
+def test_a_discriminator_that_saturates_in_training_warns(tmp_path: Path) -> None:
+    """The policy's steps are nothing like the expert's (its clock reads 10 more, it never
+    ends an episode): with no penalty the discriminator soon tells every step apart, and the
+    warning names what to try."""
+    demos = _recording(tmp_path / "demos.arrow", truncate=False)
+    env = SerialVecEnv(lambda: TimeLimited(False), 1, seed=0)
+    expert = expert_steps("algo=gail", [str(demos)], None, env)
+    policy = expert.take(np.arange(expert.num_rows))
+    policy.obs.features["Clock"].data[:] += 10
+    policy.terminal[:] = False
+    torch.manual_seed(0)
+    settings = GAILConfig(grad_penalty=0.0, lr=0.01)
+    discriminator = Discriminator(
+        env.obs_space, env.action_space, settings, "gail", OptimConfig(), torch.device("cpu")
+    )
+    discriminator.net.update_normalizers(expert.obs)
+    with pytest.warns(
+        DiscriminatorSaturationWarning, match=r"expert 1\.000, policy 1\.000.*gail\.absorbing"
+    ):
+        discriminator.update(policy, expert, np.random.default_rng(0), 400, 64, 0.99)
+
+
+def test_settings_are_checked() -> None:
+    with pytest.raises(ValueError, match=r"gail\.grad_penalty must be >= 0, got -1"):
+        GAILConfig(grad_penalty=-1)
+    with pytest.raises(ValueError, match=r"gail\.absorbing_weight must be > 0 or null, got 0"):
+        GAILConfig(absorbing_weight=0)
+    with pytest.raises(ValueError, match=r"gail\.reward must be one of"):
+        GAILConfig(reward="sigmoid")
+    with pytest.raises(ConfigError, match=r"bc\.demos \(for algo=gail\)"):
+        expert_steps("algo=gail", ["/nonexistent.arrow"], None, SerialVecEnv(TimeLimited, 1))
