@@ -190,11 +190,10 @@ class TrainConfig:
                 algorithm_registry.lookup(self.algo)  # raises, naming the algorithms there are
             except algorithm_registry.UnknownAlgorithmError as err:
                 raise ConfigError(str(err)) from None
-        if (self.algo in ("bc", "gail") or self.bc.strength) and not self.bc.demos:
-            raise ConfigError(
-                f"bc.demos is empty: {'GAIL' if self.algo == 'gail' else 'behaviour cloning'} "
-                "needs recordings (bc.demos=[FILE, ...])"
-            )
+        imitating = {"gail": "GAIL needs", "dac": "DAC learns its reward from"}
+        if (self.algo in ("bc", *imitating) or self.bc.strength) and not self.bc.demos:
+            needs = imitating.get(self.algo, "behaviour cloning needs")
+            raise ConfigError(f"bc.demos is empty: {needs} recordings (bc.demos=[FILE, ...])")
         check_device_setting(self.device)
         if self.torch_threads < 0:
             raise ConfigError(f"torch_threads must be >= 0, got {self.torch_threads}")

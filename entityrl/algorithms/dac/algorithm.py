@@ -47,7 +47,6 @@ from entityrl.env.vec_obs import VecObs
 from entityrl.nn.heads import ChoiceScores
 from entityrl.nn.rogue_net import RogueNet
 from entityrl.ragged import RaggedArray
-from entityrl.training.config import ConfigError, TrainConfig
 
 
 @dataclass
@@ -78,12 +77,6 @@ class DAC(OffPolicyAlgorithm):
     name = "dac"
     Settings = DACSettings
     one_process = True
-
-    @classmethod
-    def check(cls, config: TrainConfig) -> None:
-        super().check(config)
-        if not config.bc.demos:
-            raise ConfigError("bc.demos is empty: DAC learns its reward from recordings")
 
     def __init__(self, ctx: Context) -> None:
         require_discrete("dac", ctx.config.env.id, ctx.env.action_space, "algo=gail")
