@@ -19,6 +19,12 @@ from entityrl.cli.arguments import (
     recording_env,
 )
 from entityrl.training.agent import DEFAULT_MAX_EPISODE_STEPS, Evaluation
+from entityrl.training.threads import INFERENCE_THREADS
+
+SAMPLED = "sampled actions"
+"""How ``entityrl eval`` labels its evaluation of actions sampled from the policy."""
+GREEDY = "most probable actions (greedy, as Stable-Baselines3 evaluates)"
+"""How it labels its evaluation of every actor's most probable action."""
 
 if TYPE_CHECKING:
     from entityrl.env import VecEnv
@@ -33,7 +39,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
             "Load the agent of a checkpoint (a checkpoint.pt file or the run directory holding "
             "it), let it play complete episodes of the environment it was trained on (built "
             "from the run's config), and print the mean, standard deviation, minimum and "
-            "maximum of every episode metric."
+            "maximum of every episode metric: for a single-player environment with actions "
+            "sampled from the policy (as it trained) and with every actor's most probable "
+            "action (greedy, as Stable-Baselines3 evaluates), each table labelled."
         ),
     )
     parser.add_argument("checkpoint", metavar="CHECKPOINT_OR_RUN_DIR")
@@ -54,7 +62,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--deterministic",
         action="store_true",
-        help="take every actor's most probable action instead of sampling",
+        help="take every actor's most probable action (greedy) only; without it both "
+        "sampled and most probable actions are evaluated (one of them with --record or "
+        "--replay: sampled)",
     )
     parser.add_argument(
         "--num-envs",
@@ -112,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
 
     # Batches of a few rows gain nothing from more threads; on a busy machine they wait on
     # each other.
-    torch.set_num_threads(1)
+    torch.set_num_threads(INFERENCE_THREADS)
     try:
         agent = load_agent(
             args.checkpoint,
@@ -134,18 +144,31 @@ def run(args: argparse.Namespace) -> int:
                 result = evaluate(agent, env, args.episodes, args.max_steps)
             else:
                 result = evaluate_replayed(agent, env, args)
+        results = {GREEDY if args.deterministic else SAMPLED: result}
+        if not args.deterministic and recording is None and args.replay is None:
+            results[GREEDY] = evaluate_greedy(agent, args)
     except (CheckpointError, AgentError, DeviceError, ValueError) as err:
         print(f"entityrl eval: error: {err}", file=sys.stderr)
         return USAGE_ERROR
-    mode = "most probable actions" if args.deterministic else "sampled actions"
-    print(
-        f"{agent.config.env.id} agent trained {agent.step:,} steps ({agent.path}): "
-        f"{result.episodes} episodes, {mode}, seed {args.seed}"
-    )
-    print(format_table(result))
+    for mode, result in results.items():
+        print(
+            f"{agent.config.env.id} agent trained {agent.step:,} steps ({agent.path}): "
+            f"{result.episodes} episodes, {mode}, seed {args.seed}"
+        )
+        print(format_table(result))
     if recording is not None:
         print(f"recorded {recording.writer.episodes} complete episodes into {args.record}")
     return 0
+
+
+def evaluate_greedy(agent: Agent, args: argparse.Namespace) -> Evaluation:
+    """The agent's most probable actions over the same episodes (fresh environments, the same
+    seed) as its sampled ones."""
+    from entityrl.training.agent import evaluate, make_eval_env
+
+    agent.deterministic = True
+    with make_eval_env(agent, min(args.num_envs, args.episodes), args.seed) as env:
+        return evaluate(agent, env, args.episodes, args.max_steps)
 
 
 def run_match(agent: Agent, env: VecEnv, args: argparse.Namespace) -> int:

@@ -123,13 +123,24 @@ def run(args: argparse.Namespace) -> int:
     state = "interrupted" if result.interrupted else "finished"
     if result.stop_reason:
         state = f"stopped early ({result.stop_reason})"
-    shown = "n/a" if result.mean_return is None else f"{result.mean_return:.3f}"
     print(
-        f"{state} after {result.steps:,} steps in {result.seconds:.0f}s; "
-        f"mean return of the last episodes: {shown}\n"
+        f"{state} after {result.steps:,} steps in {result.seconds:.0f}s; {returns(config, result)}\n"
         f"run directory: {result.run_dir}\n" + next_commands(config, result)
     )
     return 0
+
+
+def returns(config: TrainConfig, result: TrainResult) -> str:
+    """The summary's returns: the last evaluation's, when periodic evaluation ran (sampled or
+    most probable actions, as eval.deterministic says), then the last training episodes'."""
+    training = "n/a" if result.mean_return is None else f"{result.mean_return:.3f}"
+    if result.eval_return is None:
+        return f"mean return of the last training episodes: {training}"
+    mode = "most probable" if config.eval.deterministic else "sampled"
+    return (
+        f"mean return of the last evaluation ({config.eval.episodes} episodes, {mode} actions): "
+        f"{result.eval_return:.3f} (of the last training episodes: {training})"
+    )
 
 
 def show_help(parser: argparse.ArgumentParser, source: str | None, overrides: list[str]) -> int:

@@ -80,6 +80,8 @@ ADAPTERS: dict[str, str] = {
     "entity_gym": "entityrl.compat.entity_gym",  # entity_gym:<module>:<Class>
     "gymnasium": "entityrl.interop.gymnasium",
     "minigrid": "entityrl.interop.minigrid",
+    "mpe2": "entityrl.interop.pettingzoo",  # mpe2:simple_tag_v3, as pettingzoo:simple_tag_v3
+    "openspiel": "entityrl.interop.openspiel",
     "pettingzoo": "entityrl.interop.pettingzoo",
 }
 

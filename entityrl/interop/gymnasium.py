@@ -5,7 +5,9 @@
   :class:`GymnasiumVecEnv`: a Gymnasium vector environment as an entityrl
   :class:`~entityrl.env.VecEnv`. Spaces translate by the rule of
   :mod:`entityrl.interop.gym_spaces`; ``terminated`` and ``truncated`` stay apart (a truncated
-  episode is bootstrapped from its last observation's value).
+  episode is bootstrapped from its last observation's value). The numeric scalars of an
+  episode's last ``info`` (``is_success``, say) become its metrics, logged as ``episode/<key>``
+  and reported by ``entityrl eval``.
 * :class:`EntityGymnasiumEnv`: any entityrl environment as a Gymnasium environment, entities
   padded to a declared maximum per type with a presence mask, so Gymnasium-speaking trainers
   (Stable-Baselines3, CleanRL) can run entityrl's worlds.
@@ -43,13 +45,61 @@ from entityrl.env.vec_env import check_actions
 from entityrl.interop.gym_spaces import ActionRule, ObservationRule, UnsupportedSpaceError
 from entityrl.ragged import RaggedArray
 
+MINIGRID_PREFIXES = ("MiniGrid-", "BabyAI-")
+"""Ids of MiniGrid's tasks, which entityrl reads as entity worlds (``minigrid:<id>``)."""
+
 
 def check_id(env_id: str) -> None:
-    """Raise KeyError (with close matches) if Gymnasium has no environment ``env_id``."""
+    """Raise KeyError (with close matches) if Gymnasium has no environment ``env_id``; a
+    MiniGrid task is pointed to ``minigrid:`` (its mission text has no feature form here)."""
+    if env_id.startswith(MINIGRID_PREFIXES):
+        raise KeyError(
+            f"gymnasium:{env_id} is a MiniGrid task, which entityrl reads as an entity world "
+            f"under the name minigrid:{env_id} (pip install 'entityrl[minigrid]'); for its raw "
+            f"image, pass GymnasiumEnvironment(gymnasium.make({env_id!r}), ignore=['mission'])"
+        )
     if env_id not in gymnasium.registry:
         close = difflib.get_close_matches(env_id, list(gymnasium.registry), n=3, cutoff=0.6)
         hint = f" Did you mean {', '.join(close)}?" if close else ""
         raise KeyError(f"Gymnasium has no environment {env_id!r}.{hint}")
+
+
+RESERVED_METRICS = ("episode_return", "episode_length")
+"""Episode metrics entityrl computes itself; an ``info`` key of the same name is not forwarded."""
+
+
+def _is_scalar(value: Any) -> bool:
+    return isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating))
+
+
+def _forwarded(key: str) -> bool:
+    """Whether ``info[key]`` may become an episode metric (Gymnasium's ``_key`` masks and
+    entityrl's own metrics may not)."""
+    return not key.startswith("_") and key not in RESERVED_METRICS
+
+
+def info_metrics(info: Mapping[str, Any]) -> dict[str, float]:
+    """The numeric scalars of one environment's last ``info`` of an episode (``is_success``,
+    say), as the episode's metrics; other values (arrays, strings, dicts) are left out."""
+    return {k: float(v) for k, v in info.items() if _forwarded(k) and _is_scalar(v)}
+
+
+def final_info_metrics(
+    info: Mapping[str, Any], ended: npt.NDArray[np.int64]
+) -> dict[str, npt.NDArray[np.float64]]:
+    """:func:`info_metrics` of the episodes a vector environment ended this step (rows
+    ``ended``), from its ``final_info``: per key, the values of the episodes that reported it."""
+    final = info.get("final_info", {})
+    metrics: dict[str, npt.NDArray[np.float64]] = {}
+    for key, values in final.items():
+        array = np.asarray(values)
+        if not _forwarded(key) or array.ndim != 1 or array.dtype.kind not in "biuf":
+            continue
+        reported = np.asarray(final.get(f"_{key}", np.ones(array.shape[0], np.bool_)))
+        rows = ended[reported[ended]]
+        if rows.size:
+            metrics[key] = array[rows].astype(np.float64)
+    return metrics
 
 
 class GymnasiumEnvironment(Environment):
@@ -101,15 +151,17 @@ class GymnasiumEnvironment(Environment):
         return "  ".join(f"{n}={v:.3g}" for n, v in zip(names, self._last, strict=True))
 
     def act(self, actions: Mapping[str, Action]) -> Observation:
-        obs, reward, terminated, truncated, _ = self.env.step(
+        obs, reward, terminated, truncated, info = self.env.step(
             self.action_rule.decode(self.action_rule.values(actions))[0]
         )
+        done = bool(terminated or truncated)
         # Both flags: the task ended, so nothing is bootstrapped.
         return self._observe(
             obs,
             reward=float(reward),  # type: ignore[arg-type]
-            done=bool(terminated or truncated),
+            done=done,
             truncated=bool(truncated and not terminated),
+            metrics=info_metrics(info) if done else {},
         )
 
     def _observe(self, obs: Any, **step: Any) -> Observation:
@@ -182,6 +234,7 @@ class GymnasiumVecEnv(VecEnv):
         reward = np.asarray(reward, dtype=np.float32)
         batch = self._batch(obs, self.num_envs, reward, done)
         batch.metrics = self.episodes.step(reward, done)
+        batch.metrics.update(final_info_metrics(info, np.flatnonzero(done)))
         cut_off = np.logical_and(truncated, np.logical_not(terminated))
         if cut_off.any():
             rows = np.flatnonzero(cut_off)
@@ -305,6 +358,10 @@ OBSERVATIONS = ("dict", "global")
 """The forms of :class:`EntityGymnasiumEnv`'s observation."""
 
 
+Bounds = tuple[float, float]
+"""The (low, high) range of observed features."""
+
+
 class EntityGymnasiumEnv(gymnasium.Env[Any, Any]):
     """An entityrl environment as a Gymnasium environment: an :class:`Environment`, or a
     :class:`BatchedEnvironment` of one copy (``num_envs=1``), such as the survival world.
@@ -315,14 +372,22 @@ class EntityGymnasiumEnv(gymnasium.Env[Any, Any]):
     ``observation="global"``, a plain Box of the global features alone, for environments whose
     observation is one fixed-size vector there (the survival world's ``raw`` and fixed-size
     observations, where the only entity is the actor): the entities are not observed and
-    ``max_entities`` is not needed. Actions whose kind picks from a fixed list of choices
-    (:meth:`~entityrl.env.actions.ActionKind.choices`): a global one (global categorical) is a
-    Discrete; one taken by entities (categorical) is a MultiDiscrete with one choice per entity
-    row (all types' rows in order; rows that do not act this step are ignored). An illegal
-    choice is replaced by the first legal one; in the Dict, ``<action>_mask`` (MultiBinary
-    (rows, choices), or (choices,) for a global action) marks the legal choices for masking
-    trainers. Other kinds (select-entity, continuous) have no counterpart here yet and are
-    refused, as are entity actions with the ``global`` observation.
+    ``max_entities`` is not needed. The Boxes are unbounded unless ``bounds`` gives the
+    features' range: one ``(low, high)`` for all, or one per entity type and ``"global"``
+    (an observation outside its range raises ValueError).
+
+    Actions whose kind picks from a fixed list of choices
+    (:meth:`~entityrl.env.actions.ActionKind.choices`) have one component per actor: a global
+    one (global categorical) one component, one taken by entities (categorical) one per entity
+    row (all types' rows in order; rows that do not act this step are ignored). One global
+    action is a Discrete; anything else one MultiDiscrete holding every action's components,
+    in the order of the environment's action space, which trainers such as Stable-Baselines3
+    train as they are. An illegal choice is replaced by the first legal one. The legal choices
+    are in the Dict, ``<action>_mask`` (MultiBinary (rows, choices), or (choices,) for a global
+    action), and, flattened in the order of the action's components, from
+    :meth:`action_masks` (sb3-contrib's MaskablePPO calls it). Other kinds (select-entity,
+    continuous) have no counterpart here yet and are refused, as are entity actions with the
+    ``global`` observation.
     """
 
     metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 (Gymnasium's convention)
@@ -333,6 +398,7 @@ class EntityGymnasiumEnv(gymnasium.Env[Any, Any]):
         max_entities: int | Mapping[str, int] | None = None,
         *,
         observation: str = "dict",
+        bounds: Bounds | Mapping[str, Bounds] | None = None,
     ) -> None:
         self.env = env
         self.name = type(env).__name__
@@ -363,24 +429,27 @@ class EntityGymnasiumEnv(gymnasium.Env[Any, Any]):
             zip(self.entity_types, np.cumsum([0, *self.max_entities.values()])[:-1], strict=True)
         )
         self.slots = sum(self.max_entities.values())
+        self.bounds = self._bounds(bounds, [*self.entity_types, "global"])
         self.env_actions = self.source.action_space
         observation_spaces: dict[str, spaces.Space[Any]] = {}
         for name in self.entity_types:
             rows = (self.max_entities[name], len(space.entities[name].features))
-            observation_spaces[name] = spaces.Box(-np.inf, np.inf, rows, np.float32)
+            observation_spaces[name] = spaces.Box(*self.bounds[name], rows, np.float32)
             observation_spaces[f"{name}_mask"] = spaces.MultiBinary(self.max_entities[name])
-        globals_box = spaces.Box(-np.inf, np.inf, (len(space.global_features),), np.float32)
+        globals_box = spaces.Box(*self.bounds["global"], (len(space.global_features),), np.float32)
         if space.global_features:
             observation_spaces["global"] = globals_box
-        action: dict[str, spaces.Space[Any]] = {}
+        # Per action, how many components of the Gymnasium action it takes, and its choices.
+        self.components: dict[str, int] = {}
+        choice_counts: list[int] = []
         for name, action_space in self.env_actions.items():
             kind = kind_of(action_space)
             choices = kind.choices(action_space)
             if choices is not None and kind.global_actor:
-                action[name] = spaces.Discrete(len(choices))
+                self.components[name] = 1
                 observation_spaces[f"{name}_mask"] = spaces.MultiBinary(len(choices))
             elif choices is not None and not self.flat:
-                action[name] = spaces.MultiDiscrete([len(choices)] * self.slots)
+                self.components[name] = self.slots
                 observation_spaces[f"{name}_mask"] = spaces.MultiBinary((self.slots, len(choices)))
             else:
                 raise UnsupportedSpaceError(
@@ -390,11 +459,30 @@ class EntityGymnasiumEnv(gymnasium.Env[Any, Any]):
                     "global categorical actions, and with 'dict' those of entities, such as "
                     "categorical actions)"
                 )
+            choice_counts += [len(choices)] * self.components[name]
         self.observation_space: spaces.Space[Any] = (
             globals_box if self.flat else spaces.Dict(observation_spaces)
         )
-        self.action_space = spaces.Dict(action) if len(action) > 1 else next(iter(action.values()))
+        self.action_space: spaces.Space[Any] = (
+            spaces.Discrete(choice_counts[0])
+            if len(choice_counts) == 1
+            else spaces.MultiDiscrete(choice_counts)
+        )
         self._batch: VecObs | None = None
+
+    def _bounds(
+        self, bounds: Bounds | Mapping[str, Bounds] | None, groups: list[str]
+    ) -> dict[str, Bounds]:
+        """Per entity type and ``global``, the range of its features."""
+        if bounds is None or not isinstance(bounds, Mapping):
+            return dict.fromkeys(groups, bounds or (-np.inf, np.inf))
+        unknown = sorted(set(bounds) - set(groups))
+        if unknown:
+            raise ValueError(
+                f"{self.name}: bounds for unknown feature groups {unknown}; expected entity "
+                f"types or 'global': {groups}"
+            )
+        return {group: bounds.get(group, (-np.inf, np.inf)) for group in groups}
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -407,13 +495,33 @@ class EntityGymnasiumEnv(gymnasium.Env[Any, Any]):
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         if self._batch is None:
             raise RuntimeError(f"{self.name}: call reset() before step()")
-        chosen = action if isinstance(action, Mapping) else {next(iter(self.env_actions)): action}
+        values = np.asarray(action, dtype=np.int64).reshape(-1)
+        expected = sum(self.components.values())
+        if values.size != expected:
+            raise ValueError(
+                f"{self.name}: expected an action of {expected} components "
+                f"({self.action_space}), got {values.size}"
+            )
+        ends = np.cumsum(list(self.components.values()))
         per_row = {
-            name: self._choices(name, np.asarray(chosen[name]).reshape(-1))
-            for name in self.env_actions
+            name: self._choices(name, part)
+            for name, part in zip(self.env_actions, np.split(values, ends[:-1]), strict=True)
         }
         step = self.source.act(per_row)
         return self._observe(step.batch), step.reward, step.terminated, step.truncated, step.info
+
+    def action_masks(self) -> npt.NDArray[np.bool_]:
+        """The legal choices of every component of the action, flattened in the order of
+        :attr:`action_space` (what MaskablePPO expects). A row that does not act this step
+        may take only its first choice, which is ignored."""
+        if self._batch is None:
+            raise RuntimeError(f"{self.name}: call reset() before action_masks()")
+        masks = []
+        for name in self.env_actions:
+            legal = self._legal(name).reshape(self.components[name], -1).astype(np.bool_)
+            legal[~legal.any(axis=1), 0] = True
+            masks.append(legal.reshape(-1))
+        return np.concatenate(masks)
 
     def _choices(self, name: str, values: npt.NDArray[np.int64]) -> RaggedArray:
         """The choice of every actor of action ``name`` this step, read from the padded slots."""
@@ -445,8 +553,17 @@ class EntityGymnasiumEnv(gymnasium.Env[Any, Any]):
         offsets = np.array(list(self.offsets.values()), dtype=np.int64)
         return offsets[type_index] + entity_index - starts[type_index]
 
+    def _check_bounds(self, group: str, values: npt.NDArray[np.float32]) -> None:
+        low, high = self.bounds[group]
+        if values.size and (values.min() < low or values.max() > high):
+            raise ValueError(
+                f"{self.name}: {group} features from {values.min():.4g} to {values.max():.4g}, "
+                f"outside the bounds [{low}, {high}] given for them"
+            )
+
     def _observe(self, batch: VecObs) -> Any:
         self._batch = batch
+        self._check_bounds("global", batch.global_features)
         if self.flat:
             return batch.global_features[0]
         out: dict[str, Any] = {}
@@ -458,6 +575,7 @@ class EntityGymnasiumEnv(gymnasium.Env[Any, Any]):
                     f"{self.name}: {rows.shape[0]} entities of type {name!r} in one "
                     f"observation, more than max_entities={limit}"
                 )
+            self._check_bounds(name, rows)
             padded = np.zeros((limit, rows.shape[1]), dtype=np.float32)
             padded[: rows.shape[0]] = rows
             present = np.zeros(limit, dtype=np.int8)
@@ -483,12 +601,53 @@ class EntityGymnasiumEnv(gymnasium.Env[Any, Any]):
         self.source.close()
 
 
+GYMNASIUM_NAMESPACE = "entityrl"
+"""Built-in environments are ``gymnasium.make("entityrl/<name>-v0", max_entities=...)``."""
+
+
+def make_gymnasium(
+    name: str,
+    max_entities: int | Mapping[str, int] | None = None,
+    *,
+    observation: str = "dict",
+    bounds: Bounds | Mapping[str, Bounds] | None = None,
+    **env_kwargs: Any,
+) -> EntityGymnasiumEnv:
+    """The registered entityrl environment ``name`` (built with ``env_kwargs``) as a Gymnasium
+    environment; what ``gymnasium.make("entityrl/<name>-v0", ...)`` calls."""
+    from entityrl.envs import lookup, make, make_vec
+
+    if issubclass(lookup(name), BatchedEnvironment):
+        env: Environment | BatchedEnvironment = make_vec(name, 1, **env_kwargs)  # type: ignore[assignment]
+    else:
+        env = make(name, **env_kwargs)
+    return EntityGymnasiumEnv(env, max_entities, observation=observation, bounds=bounds)
+
+
+def register_environments() -> None:
+    """Register every single-player environment of entityrl's registry with Gymnasium as
+    ``entityrl/<name>-v0`` (those whose actions the wrapper cannot express fail in
+    ``gymnasium.make``, naming the action)."""
+    from entityrl.envs import REGISTRY
+
+    for name, cls in REGISTRY.items():
+        env_id = f"{GYMNASIUM_NAMESPACE}/{name}-v0"
+        if issubclass(cls, (Environment, BatchedEnvironment)) and env_id not in gymnasium.registry:
+            gymnasium.register(env_id, entry_point=make_gymnasium, kwargs={"name": name})
+
+
+register_environments()
+
 __all__ = [
     "EntityGymnasiumEnv",
     "GymnasiumEnvironment",
     "GymnasiumVecEnv",
     "UnsupportedSpaceError",
     "check_id",
+    "final_info_metrics",
+    "info_metrics",
+    "make_gymnasium",
+    "register_environments",
 ]
 
 ADAPTER = GymnasiumEnvironment

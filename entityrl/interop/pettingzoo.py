@@ -13,7 +13,9 @@ truncated ones keep their final observation for bootstrapping); an agent that ap
 joins it; the game ends when no agent is left. Environments with only the turn-based AEC API
 are :class:`PettingZooTurns`: only the agent whose turn it is acts.
 
-Registry names: ``pettingzoo:<PettingZoo's id>``, such as ``pettingzoo:classic/rps-v2``;
+Registry names: ``pettingzoo:<PettingZoo's id>``, such as ``pettingzoo:classic/rps-v2``, and
+the Multi-Agent Particle Environments of the mpe2 package as ``pettingzoo:simple_tag_v3``,
+``pettingzoo:mpe/simple_tag_v3`` or ``mpe2:simple_tag_v3``;
 constructor arguments go to ``pettingzoo.make("parallel" or "aec", id, ...)``. ``num_envs`` counts
 copies (games).
 """
@@ -22,6 +24,8 @@ from __future__ import annotations
 
 import difflib
 import functools
+import pkgutil
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -40,20 +44,65 @@ MASK_KEY = "action_mask"
 """PettingZoo's key for the legal actions in a Dict observation."""
 
 
+MPE_NAMESPACE = "mpe"
+"""The Multi-Agent Particle Environments moved from PettingZoo to the mpe2 package; their tasks
+are registered with PettingZoo here as ``mpe/<task>`` on first use."""
+
+
+def _mpe2_tasks() -> list[str] | None:
+    """The tasks of the installed mpe2 package, as its modules name them (``simple_tag_v3``;
+    None: mpe2 is not installed)."""
+    try:
+        import mpe2
+    except ImportError:
+        return None
+    modules = (m.name for m in pkgutil.iter_modules(mpe2.__path__))
+    return [name for name in modules if re.fullmatch(r"\w+_v\d+", name)]
+
+
+def resolve_id(env_id: str) -> str:
+    """PettingZoo's id for ``env_id``: itself when PettingZoo registers it; for an MPE task of
+    the mpe2 package (``simple_tag_v3``, ``mpe/simple_tag_v3`` or ``mpe/simple_tag-v3``),
+    ``mpe/simple_tag-v3`` (PettingZoo's form), registered with PettingZoo (both APIs) the first
+    time; else ``env_id`` unchanged."""
+    if env_id in pettingzoo.parallel_registry or env_id in pettingzoo.aec_registry:
+        return env_id
+    task = re.sub(r"-v(\d+)$", r"_v\1", env_id.removeprefix(f"{MPE_NAMESPACE}/"))
+    if task not in (_mpe2_tasks() or []):
+        return env_id
+    name, version = task.rsplit("_v", 1)
+    registered = f"{MPE_NAMESPACE}/{name}-v{version}"
+    if registered in pettingzoo.parallel_registry:
+        return registered
+    pettingzoo.register("parallel", registered, f"mpe2.{task}:parallel_env")
+    pettingzoo.register("aec", registered, f"mpe2.{task}:env")
+    return registered
+
+
 def check_id(env_id: str) -> None:
     """Raise KeyError (with close matches) unless PettingZoo registers an environment
-    ``env_id`` (parallel or AEC)."""
+    ``env_id`` (parallel or AEC) or it names a task of the mpe2 package; an MPE-looking name
+    without mpe2 installed says to install it."""
+    resolved = resolve_id(env_id)
     known = [*pettingzoo.parallel_registry, *pettingzoo.aec_registry]
-    if env_id not in known:
-        close = difflib.get_close_matches(env_id, known, n=3, cutoff=0.6)
-        hint = f" Did you mean {', '.join(close)}?" if close else ""
-        raise KeyError(f"PettingZoo has no environment {env_id!r}.{hint}")
+    if resolved in known:
+        return
+    tasks = _mpe2_tasks()
+    if tasks is None and env_id.startswith((f"{MPE_NAMESPACE}/", "simple")):
+        raise KeyError(
+            f"PettingZoo has no environment {env_id!r}: the Multi-Agent Particle Environments "
+            "(simple_tag_v3, simple_spread_v3, ...) moved to the mpe2 package: pip install "
+            "'entityrl[mpe2]', then name them pettingzoo:simple_tag_v3 or mpe2:simple_tag_v3"
+        )
+    close = difflib.get_close_matches(env_id, [*known, *(tasks or [])], n=3, cutoff=0.6)
+    hint = f" Did you mean {', '.join(close)}?" if close else ""
+    raise KeyError(f"PettingZoo has no environment {env_id!r}.{hint}")
 
 
 def adapter_for(env_id: str) -> type[MultiPlayerEnvironment]:
     """The game class for PettingZoo's ``env_id``: its parallel API when it has one, else its
     turn-based (AEC) one."""
-    return PettingZooGame if env_id in pettingzoo.parallel_registry else PettingZooTurns
+    return PettingZooGame if resolve_id(env_id) in pettingzoo.parallel_registry else PettingZooTurns
 
 
 class _PettingZooPlayers(MultiPlayerEnvironment):
@@ -67,7 +116,7 @@ class _PettingZooPlayers(MultiPlayerEnvironment):
     def __init__(self, env_id: str | Callable[..., Any], **env_kwargs: Any) -> None:
         if isinstance(env_id, str):
             check_id(env_id)
-            maker = functools.partial(pettingzoo.make, self.api, env_id)
+            maker = functools.partial(pettingzoo.make, self.api, resolve_id(env_id))
         else:
             maker = env_id
         self.env = maker(**env_kwargs)

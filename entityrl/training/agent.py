@@ -32,6 +32,7 @@ from entityrl.training.checkpoint import (
     spaces_from_data,
 )
 from entityrl.training.config import ConfigError, TrainConfig, from_dict
+from entityrl.training.threads import INFERENCE_THREADS, using_threads
 
 DEFAULT_MAX_EPISODE_STEPS = 100_000
 """The longest episode :func:`evaluate` waits for by default."""
@@ -300,10 +301,15 @@ class Evaluation:
 
 
 def evaluate(
-    agent: Policy, env: VecEnv, episodes: int, max_steps: int = DEFAULT_MAX_EPISODE_STEPS
+    agent: Policy,
+    env: VecEnv,
+    episodes: int,
+    max_steps: int = DEFAULT_MAX_EPISODE_STEPS,
+    threads: int | None = INFERENCE_THREADS,
 ) -> Evaluation:
     """Let ``agent`` (a trained :class:`Agent` or any other :class:`Policy`) play ``episodes``
-    complete episodes in ``env`` (reset first).
+    complete episodes in ``env`` (reset first), with ``threads`` torch threads (None: as torch
+    is set; the count is restored afterwards).
 
     Environment ``i`` contributes its first ``episodes // num_envs`` episodes (one more for the
     first ``episodes % num_envs``), so short episodes are not over-represented: the result is
@@ -318,6 +324,12 @@ def evaluate(
     if isinstance(agent, Agent):
         agent.check_env(env)
         agent.reset()  # the environments start new episodes: so does the agent's memory
+    with using_threads(threads):
+        return _play(agent, env, episodes, max_steps)
+
+
+def _play(agent: Policy, env: VecEnv, episodes: int, max_steps: int) -> Evaluation:
+    """:func:`evaluate`'s episodes."""
     quota = np.full(env.num_envs, episodes // env.num_envs)
     quota[: episodes % env.num_envs] += 1
     counted = np.zeros(env.num_envs, dtype=np.int64)

@@ -35,6 +35,7 @@ from entityrl.algorithms.rnd import RNDConfig
 from entityrl.algorithms.self_play.pool import SelfPlayConfig
 from entityrl.nn.device import check_device_setting
 from entityrl.nn.rogue_net import RogueNetConfig
+from entityrl.training.stuck import StuckConfig
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 
@@ -147,6 +148,7 @@ class TrainConfig:
     optim: OptimConfig = field(default_factory=OptimConfig)
     log: LogConfig = field(default_factory=LogConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    stuck: StuckConfig = field(default_factory=StuckConfig)
     rnd: RNDConfig = field(default_factory=RNDConfig)
     total_timesteps: int = 200_000
     """Environment steps to train for."""
@@ -157,7 +159,9 @@ class TrainConfig:
     cuda, cuda:N or mps. Environments always run on the CPU. For mixed precision on a GPU set
     net.precision=bfloat16."""
     torch_threads: int = 0
-    """Threads torch may use (0: OMP_NUM_THREADS if set, else the cores / world_size)."""
+    """Threads torch may use, training and evaluating (0: OMP_NUM_THREADS if set, else the
+    cores free of other load when the run starts, shared by the training processes; one for
+    evaluation)."""
     world_size: int = 1
     """Training processes (data-parallel): each steps num_envs / world_size environments and
     takes its share of every minibatch; gradients are summed, so all take the same steps.

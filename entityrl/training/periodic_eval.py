@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from entityrl.nn.rogue_net import RogueNet
 from entityrl.training.agent import Agent, Evaluation, evaluate
+from entityrl.training.threads import inference_threads
 
 if TYPE_CHECKING:
     from entityrl.env.vec_env import VecEnv
@@ -47,7 +48,12 @@ class PeriodicEvaluator:
         agent = Agent(net, self.config, deterministic=cfg.deterministic,
                       seed=self.config.seed + SEED_OFFSET + self.evaluations)  # fmt: skip
         try:
-            evaluation = evaluate(agent, self.env, cfg.episodes)
+            evaluation = evaluate(
+                agent,
+                self.env,
+                cfg.episodes,
+                threads=inference_threads(self.config.torch_threads),
+            )
         finally:
             net.train()
         self.evaluations += 1

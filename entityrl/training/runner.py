@@ -44,6 +44,8 @@ from entityrl.training.init_from import load_initial_weights
 from entityrl.training.periodic_eval import BEST_FILE, PeriodicEvaluator
 from entityrl.training.progress import ProgressReporter
 from entityrl.training.run_log import RunLog
+from entityrl.training.stuck import StuckDetector
+from entityrl.training.threads import training_threads
 
 EnvSource = str | EnvFactory | type[Environment]
 
@@ -63,6 +65,8 @@ class TrainResult:
     stop_reason: str | None = None
     """Why the run ended before its budget, when the algorithm (early stopping), a callback or
     eval.stop_at_target ended it."""
+    eval_return: float | None = None
+    """Mean return of the last periodic evaluation (``eval.interval``; None: none ran)."""
 
 
 def make_env(
@@ -104,21 +108,6 @@ def make_env(
 
 def default_run_dir(config: TrainConfig) -> Path:
     return run_dirs.default_run_dir(config.env.id)
-
-
-def torch_threads(config: TrainConfig) -> int | None:
-    """Threads for torch: the config's, else OMP_NUM_THREADS's (None: leave torch as it is),
-    else one per core shared among the training processes."""
-    if config.torch_threads:
-        return config.torch_threads
-    if os.environ.get("OMP_NUM_THREADS"):
-        return None
-    cores = os.cpu_count() or 1
-    # The cores are shared by the training processes of this machine (a launcher says how
-    # many there are; world_size=N starts all N here). Environment workers are not counted:
-    # they idle during updates, when threads matter most (measured: 2 threads beat 1 on
-    # 2 cores with 2 environment workers).
-    return max(1, cores // int(os.environ.get("LOCAL_WORLD_SIZE", config.world_size)))
 
 
 class _StopFlag:
@@ -189,7 +178,10 @@ class Trainer:
         saved = ckpt.load_checkpoint(self.run_dir) if resume else None
         if saved is not None:
             _check_resumable(saved, config)
-        threads = torch_threads(config)
+        # The cores are shared by the training processes of this machine (a launcher says how
+        # many there are; world_size=N starts all N here).
+        processes = int(os.environ.get("LOCAL_WORLD_SIZE", config.world_size))
+        threads = training_threads(config.torch_threads, processes)
         if threads is not None:
             torch.set_num_threads(threads)
         self.device = resolve_device(config.device)
@@ -226,9 +218,16 @@ class Trainer:
             self.env.close()
             raise
         self.budget = self.algorithm.budget()
+        from entityrl.algorithms.off_policy import OffPolicyAlgorithm
+        from entityrl.algorithms.on_policy import OnPolicyAlgorithm
+
+        if self.rank == 0 and isinstance(self.algorithm, (OnPolicyAlgorithm, OffPolicyAlgorithm)):
+            # Algorithms that learn from the environment's episodes: warn when they look stuck.
+            self.callbacks.append(StuckDetector(config.stuck, self.budget))
         self.step = 0
         self.iteration = 0
         self.recent_returns: collections.deque[float] = collections.deque(maxlen=100)
+        self.eval_return: float | None = None
         if saved is not None:
             self._restore(saved)
         elif config.init_from:
@@ -433,7 +432,8 @@ class Trainer:
             self.env.close()
             self._release()
         return TrainResult(self.run_dir, path, self.step, self.mean_return,
-                           time.time() - started, interrupted, self.stop_reason)  # fmt: skip
+                           time.time() - started, interrupted, self.stop_reason,
+                           self.eval_return)  # fmt: skip
 
     def request_stop(self, reason: str) -> None:
         """End the run after the current iteration (from a callback, say); the final
@@ -448,6 +448,7 @@ class Trainer:
         improved = False
         if self.evaluator is not None:
             evaluation, improved = self.evaluator.run(self.net)
+            self.eval_return = evaluation.mean()
             metrics = {f"eval/{name}": evaluation.mean(name) for name in evaluation.metrics}
             metrics["eval/best_return"] = self.evaluator.best
             if self.log is not None:

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from entityrl.cli.eval import format_table
+from entityrl.cli.eval import GREEDY, SAMPLED, format_table
 from entityrl.cli.main import main
 from entityrl.cli.plot import load_records
 from entityrl.training import Evaluation, evaluate, load_agent, make_eval_env, train
@@ -79,11 +79,23 @@ def test_eval_reports_what_evaluating_with_the_same_seed_gives(run_dir, capsys, 
     assert (low, high) == pytest.approx((expected.returns.min(), expected.returns.max()), rel=1e-3)
     assert count == 6
     assert table_row(out, "episode_length") == [MAX_STEPS, 0, MAX_STEPS, MAX_STEPS, 6]
-    mode = "most probable actions" if deterministic else "sampled actions"
+    mode = GREEDY if deterministic else SAMPLED
     assert (
         f"MoveToOrigin agent trained 640 steps ({run_dir / 'checkpoint.pt'}): 6 episodes, {mode}, seed 3"
         in out
     )
+
+
+def test_eval_reports_sampled_then_greedy_actions_each_labelled(run_dir, capsys):
+    code, out, err = run_cli(capsys, "eval", run_dir, "--episodes", "6", "--seed", "3")
+    assert code == 0, err
+    sampled, greedy = out.split(f"episodes, {GREEDY}, seed 3")
+    assert f"6 episodes, {SAMPLED}, seed 3" in sampled
+    agent = load_agent(run_dir, deterministic=True, seed=3)
+    with make_eval_env(agent, 6, seed=3) as env:
+        expected = evaluate(agent, env, 6)
+    assert table_row(greedy, "episode_return")[0] == pytest.approx(expected.mean(), rel=1e-3)
+    assert "Stable-Baselines3" in GREEDY
 
 
 def test_the_table_lists_return_and_length_first_then_the_environments_metrics():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -103,3 +105,26 @@ def test_a_training_command_says_at_once_that_it_starts_to_a_terminal_only(
     assert capsys.readouterr().err == ""
     announce_start(["train", "CherryPick", "seed=2"])
     assert capsys.readouterr().err.startswith("entityrl train: starting")
+
+
+def test_the_summary_reports_the_last_evaluation_when_one_ran(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tiny = [*TINY, "env.id=MoveToOrigin"]
+    assert main(["train", "MoveToOrigin", *tiny, f"log.run_dir={tmp_path / 'plain'}"]) == 0
+    plain = capsys.readouterr().out
+    assert "mean return of the last training episodes: " in plain
+    assert "evaluation" not in plain.split("run directory")[0]
+
+    evaluated = [*tiny, "eval.interval=320", "eval.episodes=4", "eval.deterministic=true"]
+    assert main(["train", "MoveToOrigin", *evaluated, f"log.run_dir={tmp_path / 'eval'}"]) == 0
+    out = capsys.readouterr().out
+    summary = re.search(
+        r"mean return of the last evaluation \(4 episodes, most probable actions\): (\S+) "
+        r"\(of the last training episodes: (\S+)\)",
+        out,
+    )
+    assert summary is not None, out
+    records = [json.loads(line) for line in (tmp_path / "eval" / "metrics.jsonl").open()]
+    last_eval = [r["eval/episode_return"] for r in records if "eval/episode_return" in r][-1]
+    assert float(summary.group(1)) == pytest.approx(last_eval, abs=1e-3)

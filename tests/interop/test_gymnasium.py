@@ -215,3 +215,109 @@ def test_stable_baselines3_learns_an_entityrl_env() -> None:
     returns, _ = evaluate_policy(model, env, n_eval_episodes=8, return_episode_rewards=True)
     # Arm A pays 1/4 a step; random play returns 0.2, always A 1.0.
     assert np.mean(returns) == pytest.approx(1.0)
+
+
+class _Succeeds(gymnasium.Env):  # type: ignore[type-arg]
+    """Three-step episodes whose last info says whether action 1 was taken throughout."""
+
+    observation_space = spaces.Box(0, 1, (1,))
+    action_space = spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):  # type: ignore[no-untyped-def]
+        super().reset(seed=seed)
+        self.t, self.ones = 0, 0
+        return np.zeros(1, np.float32), {"is_success": False}
+
+    def step(self, action):  # type: ignore[no-untyped-def]
+        self.t += 1
+        self.ones += int(action)
+        info = {"is_success": self.ones == 3, "distance": 3.0 - self.ones, "label": "x",
+                "trace": np.zeros(2), "episode_return": 99.0}  # fmt: skip
+        return np.zeros(1, np.float32), 1.0, self.t == 3, False, info
+
+
+def test_numeric_scalars_of_the_last_info_become_episode_metrics() -> None:
+    vec = SerialVecEnv(lambda: GymnasiumEnvironment(_Succeeds()), 2, seed=0)
+    vec.reset()
+    ones = {"action": RaggedArray(np.array([[1], [1]]), np.array([1, 1]))}
+    for _ in range(3):
+        obs = vec.act(ones)
+    assert obs.metrics["is_success"].tolist() == [1.0, 1.0]
+    assert obs.metrics["distance"].tolist() == [0.0, 0.0]
+    assert obs.metrics["episode_return"].tolist() == [3.0, 3.0]  # entityrl's own, not info's
+    assert not {"label", "trace"} & set(obs.metrics)
+
+
+def test_a_vector_environment_reports_final_info_of_the_episodes_that_ended() -> None:
+    vector = gymnasium.vector.SyncVectorEnv(
+        [_Succeeds, _Succeeds], autoreset_mode=AutoresetMode.SAME_STEP
+    )
+    env = GymnasiumVecEnv(vector, seed=0)
+    env.reset()
+    mixed = {"action": RaggedArray(np.array([[1], [0]]), np.array([1, 1]))}
+    for _ in range(3):
+        obs = env.act(mixed)
+    assert obs.metrics["is_success"].tolist() == [1.0, 0.0]
+    assert obs.metrics["distance"].tolist() == [0.0, 3.0]
+    assert obs.metrics["episode_return"].tolist() == [3.0, 3.0]
+
+
+def test_a_minigrid_id_under_gymnasium_points_to_minigrid() -> None:
+    with pytest.raises(KeyError, match="minigrid:MiniGrid-DoorKey-5x5-v0"):
+        make("gymnasium:MiniGrid-DoorKey-5x5-v0")
+
+
+def test_several_actions_are_one_multidiscrete_with_masks_for_maskable_trainers() -> None:
+    env = gymnasium.make("entityrl/MoveToOrigin-v0", max_entities=2)
+    wrapper = env.unwrapped
+    assert isinstance(wrapper, EntityGymnasiumEnv)
+    # Two categorical actions of 5 choices, taken by each of the 2 entity slots.
+    assert env.action_space == spaces.MultiDiscrete([5] * 4)
+    env.reset(seed=0)
+    masks = wrapper.action_masks()
+    assert masks.shape == (20,) and masks.dtype == np.bool_
+    # Every component keeps a legal choice; a slot that does not act may take only its first.
+    assert masks.reshape(4, 5).any(axis=1).all()
+    _, _, _, _, _ = env.step(env.action_space.sample())
+    with pytest.raises(ValueError, match="expected an action of 4 components"):
+        wrapper.step(np.zeros(3, np.int64))
+
+
+def test_built_in_environments_are_registered_with_gymnasium() -> None:
+    ids = [i for i in gymnasium.registry if i.startswith("entityrl/")]
+    assert {"entityrl/TreasureHunt-v0", "entityrl/Survival-v0", "entityrl/MoveToOrigin-v0"} <= set(
+        ids
+    )
+    assert not any("CoinDuel" in i for i in ids)  # multi-player games are not
+    env = gymnasium.make("entityrl/MultiArmedBandit-v0", num_steps=4)
+    assert env.action_space == spaces.Discrete(5)  # one global action (5 arms): a Discrete
+    with pytest.raises(ValueError, match="max_entities is needed"):
+        gymnasium.make("entityrl/TreasureHunt-v0")
+
+
+def test_bounds_are_declared_and_enforced() -> None:
+    env = EntityGymnasiumEnv(TreasureHunt(), 16, bounds={"global": (-1.0, 1.0)})
+    assert env.observation_space["global"].low.min() == -1.0
+    assert np.isinf(env.observation_space[next(iter(env.entity_types))].high).all()
+    tight = EntityGymnasiumEnv(TreasureHunt(), 16, bounds=(0.0, 0.0))
+    with pytest.raises(ValueError, match="outside the bounds"):
+        for seed in range(5):
+            tight.reset(seed=seed)
+            tight.step(0)
+    with pytest.raises(ValueError, match="bounds for unknown feature groups"):
+        EntityGymnasiumEnv(TreasureHunt(), 16, bounds={"Nope": (0.0, 1.0)})
+
+
+@pytest.mark.parametrize("trainer", ["PPO", "MaskablePPO"])
+def test_sb3_trains_on_an_environment_of_several_actions(trainer: str) -> None:
+    if trainer == "PPO":
+        algorithm = pytest.importorskip("stable_baselines3").PPO
+    else:
+        algorithm = pytest.importorskip("sb3_contrib").MaskablePPO
+    env = gymnasium.make("entityrl/MoveToOrigin-v0", max_entities=2)
+    model = algorithm("MultiInputPolicy", env, n_steps=128, batch_size=64, n_epochs=1, seed=0,
+                      device="cpu")  # fmt: skip
+    model.learn(total_timesteps=256)
+    assert model.num_timesteps == 256
+    action, _ = model.predict(env.reset(seed=0)[0], deterministic=True)
+    assert env.action_space.contains(np.asarray(action))

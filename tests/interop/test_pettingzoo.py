@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
@@ -158,3 +159,22 @@ def test_a_turn_based_games_masks_forbid_taken_squares() -> None:
     with pytest.raises(ValueError, match="the mask forbids"):
         env.act({"action": RaggedArray(np.array([[4]]), np.array([0, 1]))})
     assert obs.action_masks["action"].mask is not None
+
+
+def test_mpe_tasks_of_the_mpe2_package_are_reached_by_their_names() -> None:
+    pytest.importorskip("mpe2")
+    for name in ("pettingzoo:simple_spread_v3", "mpe2:simple_spread_v3",
+                 "pettingzoo:mpe/simple_spread-v3"):  # fmt: skip
+        env = make_vec(name, 2, seed=0)
+        assert env.reset().num_rows == 6  # 3 agents in each of 2 games
+        env.close()
+    with pytest.raises(KeyError, match="Did you mean simple_spread_v3"):
+        make_vec("pettingzoo:simple_sprad_v3", 1)
+
+
+def test_an_mpe_name_without_mpe2_says_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "mpe2", None)  # as if not installed
+    with pytest.raises(
+        KeyError, match=r"moved to the mpe2 package: pip install 'entityrl\[mpe2\]'"
+    ):
+        make_vec("pettingzoo:simple_reference_v9", 1)

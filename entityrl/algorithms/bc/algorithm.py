@@ -25,6 +25,7 @@ from entityrl.algorithms.bc.loss import BCConfig, bc_step, bc_terms
 from entityrl.training.agent import Agent, evaluate
 from entityrl.training.config import TrainConfig
 from entityrl.training.demonstrations import load_episodes, split
+from entityrl.training.threads import inference_threads
 
 
 class BehaviourCloning(Algorithm):
@@ -91,7 +92,8 @@ class BehaviourCloning(Algorithm):
         if not config.bc.eval_episodes:
             return {}
         policy = Agent(copy.deepcopy(self.ctx.net), config, seed=config.seed + self.epoch)
-        result = evaluate(policy, self.ctx.env, config.bc.eval_episodes)
+        threads = inference_threads(config.torch_threads)
+        result = evaluate(policy, self.ctx.env, config.bc.eval_episodes, threads=threads)
         return {name: np.asarray(v, dtype=np.float64) for name, v in result.metrics.items()}
 
     def iterate(self, step: int, lr: float) -> Iteration:
