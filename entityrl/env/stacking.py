@@ -61,6 +61,25 @@ def stacked_space(space: ObsSpace, k: int) -> ObsSpace:
     )
 
 
+def unstacked_space(space: ObsSpace, k: int) -> ObsSpace:
+    """The observation space that :func:`stacked_space` stacks ``k`` deep into ``space``;
+    ValueError naming the entity type whose features are not stacked so."""
+    entities = {}
+    for name, entity in space.entities.items():
+        entities[name] = Entity(_unstacked_names(f"entity type {name!r}", list(entity.features), k))
+    globals_ = _unstacked_names("the global features", list(space.global_features), k)
+    return ObsSpace(entities=entities, global_features=globals_)
+
+
+def _unstacked_names(what: str, names: list[str], k: int) -> list[str]:
+    current = names[: len(names) // k]
+    if stacked_names(current, k) != names:
+        raise ValueError(
+            f"{what}: expected features stacked {k} deep (x, y, x@t-1, y@t-1, ...), got {names}"
+        )
+    return current
+
+
 @dataclass
 class _History:
     """What the next step is stacked onto: the latest stacked observation's features, and the
@@ -76,6 +95,10 @@ class _History:
             {name: feats.take(rows) for name, feats in self.features.items()},
             self.global_features[rows],
         )
+
+
+StackHistory = _History
+"""What :func:`stack_onto` stacks the next step onto (for code that stacks by itself)."""
 
 
 class StackedVecEnv(VecEnv):
@@ -104,7 +127,9 @@ class StackedVecEnv(VecEnv):
         obs = self.env.act(actions)
         if obs.final is not None and obs.truncated is not None and self._history is not None:
             ended = self._history.take(np.flatnonzero(obs.truncated))
-            obs.final, _ = self._stacked(obs.final, ended, np.zeros(obs.final.num_rows, np.bool_))
+            obs.final, _ = stack_onto(
+                obs.final, ended, np.zeros(obs.final.num_rows, np.bool_), self.k
+            )
         return self._stack(obs, fresh=obs.done)
 
     @property
@@ -144,46 +169,44 @@ class StackedVecEnv(VecEnv):
 
     # ------------------------------------------------------------------ stacking
     def _stack(self, obs: VecObs, fresh: npt.NDArray[np.bool_]) -> VecObs:
-        self._last, self._history = self._stacked(obs, self._history, fresh)
+        self._last, self._history = stack_onto(obs, self._history, fresh, self.k)
         return self._last
 
-    def _stacked(
-        self, obs: VecObs, history: _History | None, fresh: npt.NDArray[np.bool_]
-    ) -> tuple[VecObs, _History]:
-        """``obs`` stacked onto ``history`` (rows marked ``fresh`` start over), and the
-        history the next step stacks onto."""
-        if history is None:
-            fresh = np.ones(obs.num_rows, dtype=np.bool_)
-        keys = {
-            name: obs.ids.get(
-                name, RaggedArray(feats.position_in_row().reshape(-1, 1), feats.lengths)
-            )
-            for name, feats in obs.features.items()
-        }
-        features = {
-            name: RaggedArray(
-                _stack_entities(
-                    feats,
-                    keys[name].data[:, 0],
-                    None if history is None else history.keys[name],
-                    None if history is None else history.features[name].data,
-                    fresh,
-                    self.k,
-                ),
-                feats.lengths,
-            )
-            for name, feats in obs.features.items()
-        }
-        global_features = _repeat(obs.global_features, self.k)
-        if history is not None:
-            width = obs.global_features.shape[1]
-            kept = ~fresh
-            global_features[kept, width:] = history.global_features[kept, : (self.k - 1) * width]
-        # Masks, rewards and metrics are the inner batch's; only the features grow.
-        stacked = dataclasses.replace(
-            obs, features=features, global_features=global_features, ids={}
+
+def stack_onto(
+    obs: VecObs, history: _History | None, fresh: npt.NDArray[np.bool_], k: int
+) -> tuple[VecObs, _History]:
+    """``obs`` stacked ``k`` deep onto ``history`` (rows marked ``fresh`` start over; None: all
+    rows do), and the history the next step stacks onto. ``obs`` needs its entities' keys
+    (:attr:`VecObs.ids`, from a batcher with ``entity_keys``) unless matched by position."""
+    if history is None:
+        fresh = np.ones(obs.num_rows, dtype=np.bool_)
+    keys = {
+        name: obs.ids.get(name, RaggedArray(feats.position_in_row().reshape(-1, 1), feats.lengths))
+        for name, feats in obs.features.items()
+    }
+    features = {
+        name: RaggedArray(
+            _stack_entities(
+                feats,
+                keys[name].data[:, 0],
+                None if history is None else history.keys[name],
+                None if history is None else history.features[name].data,
+                fresh,
+                k,
+            ),
+            feats.lengths,
         )
-        return stacked, _History(keys, features, global_features)
+        for name, feats in obs.features.items()
+    }
+    global_features = _repeat(obs.global_features, k)
+    if history is not None:
+        width = obs.global_features.shape[1]
+        kept = ~fresh
+        global_features[kept, width:] = history.global_features[kept, : (k - 1) * width]
+    # Masks, rewards and metrics are the inner batch's; only the features grow.
+    stacked = dataclasses.replace(obs, features=features, global_features=global_features, ids={})
+    return stacked, _History(keys, features, global_features)
 
 
 def _repeat(values: npt.NDArray[np.float32], k: int) -> npt.NDArray[np.float32]:

@@ -21,6 +21,7 @@ from torch.nn import functional
 
 from entityrl.inference import signature
 from entityrl.nn.embedding import EntityEmbedding, Translation, _Constant, _module_key
+from entityrl.nn.gaussian import LOG_STD_MAX, LOG_STD_MIN, GaussianHead
 from entityrl.nn.heads import CategoricalHead, SelectEntityHead
 from entityrl.nn.recurrent import RowMemory
 from entityrl.nn.relpos import RelativePositions
@@ -33,7 +34,7 @@ class ExportError(ValueError):
 
 
 class OneObservationPolicy(nn.Module):
-    """Action probabilities and value of one observation (see
+    """Action probabilities (Gaussians for continuous actions) and value of one observation (see
     :mod:`entityrl.inference.signature` for the inputs and outputs, in :attr:`input_names`
     order). With ``net.memory`` the state before the observation is the last input and the
     state after it the last output."""
@@ -69,20 +70,21 @@ class OneObservationPolicy(nn.Module):
         outputs = []
         for name, layout in self.layouts.items():
             head = net.heads[_key(name)]
+            if layout.gaussian:
+                assert isinstance(head, GaussianHead)
+                outputs.extend(_gaussian(head, _acting(x, layout, inputs, name)))
+                continue
             mask = inputs[signature.mask_input(name)]
-            if layout is signature.Layout.GLOBAL:
-                assert isinstance(head, CategoricalHead)
-                logits = head.proj(x[-1:])  # the global token, last entity
-            elif layout is signature.Layout.CANDIDATES:
+            if layout is signature.Layout.CANDIDATES:
                 assert isinstance(head, SelectEntityHead)
-                actors = x.index_select(0, inputs[signature.actors_input(name)])
+                actors = _acting(x, layout, inputs, name)
                 candidates = x.index_select(0, inputs[signature.actees_input(name)])
                 # As SelectEntityHead: the key bias shifts all of an actor's logits alike.
                 logits = (head.query(actors) @ head.key.weight) @ candidates.t()
                 logits = logits * head.d_qk**-0.5
             else:
                 assert isinstance(head, CategoricalHead)
-                logits = head.proj(x.index_select(0, inputs[signature.actors_input(name)]))
+                logits = head.proj(_acting(x, layout, inputs, name))
             logits = logits.masked_fill(~mask, float("-inf"))
             if layout is signature.Layout.CANDIDATES:  # may have no candidates
                 outputs.append(_softmax_of_any_width(logits))
@@ -93,6 +95,24 @@ class OneObservationPolicy(nn.Module):
         if next_state is not None:
             outputs.append(next_state)
         return tuple(outputs)
+
+
+def _acting(
+    x: torch.Tensor, layout: signature.Layout, inputs: dict[str, torch.Tensor], name: str
+) -> torch.Tensor:
+    """The embeddings of action ``name``'s actors: the global token (the last entity) for a
+    global action, else the entities ``actors/<name>`` lists."""
+    if layout in (signature.Layout.GLOBAL, signature.Layout.GLOBAL_VALUES):
+        return x[-1:]
+    return x.index_select(0, inputs[signature.actors_input(name)])
+
+
+def _gaussian(head: GaussianHead, acting: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """As :meth:`GaussianHead.forward`: each actor's mean ``(actors, components)``, and the
+    standard deviation ``(components,)`` that every actor shares."""
+    mean = head.center + head.half_range * head.proj(acting)
+    log_std = head.log_std.clamp(LOG_STD_MIN, LOG_STD_MAX) + head.half_range.log()
+    return mean, log_std.exp()
 
 
 def _remember(

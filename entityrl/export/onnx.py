@@ -111,6 +111,8 @@ def export_bytes(agent: Agent) -> bytes:
     }
     if policy.state_size is not None:
         metadata[signature.STATE_KEY] = signature.state_metadata(policy.state_size)
+    if agent.config.env.stack > 1:
+        metadata[signature.STACK_KEY] = signature.stack_metadata(agent.config.env.stack)
     onnx.helper.set_model_props(model, metadata)
     model.doc_string = f"entityrl policy for {agent.config.env.id}, trained {agent.step:,} steps"
     return model.SerializeToString()

@@ -2,8 +2,8 @@
 
 ``policy = load("agent.onnx")`` and ``policy.act(observation)`` returns the actions an
 environment takes (entities named by their ids). A policy with memory carries each episode's
-state from one call to the next: ``policy.reset()`` (or ``new_episode=True``) when an episode
-starts. ``entityrl export RUN_DIR`` writes the model; :func:`load` also takes a run directory
+state from one call to the next, and one trained on stacked observations each episode's
+history: ``policy.reset()`` (or ``new_episode=True``) when an episode starts. ``entityrl export RUN_DIR`` writes the model; :func:`load` also takes a run directory
 or checkpoint directly when torch is installed. See docs/deploy.md.
 """
 

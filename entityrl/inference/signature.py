@@ -11,10 +11,15 @@ An exported model decides for ONE observation. Its inputs, all named after the s
 - per global categorical action: ``mask/A`` bool ``(1, choices)`` (its actor is the whole
   observation);
 - per select-entity action: ``actors/A``, ``actees/A`` int64 entity indices and ``mask/A``
-  bool ``(actors, actees)``.
+  bool ``(actors, actees)``;
+- per continuous action: ``actors/A`` int64 ``(actors,)``; a global continuous action takes no
+  input (its actor is the whole observation).
 
-Outputs: ``probs/A`` float32 ``(actors, choices or actees)`` per action, illegal choices at
-exactly 0, and ``value`` float32 ``(1,)``. Inputs the network does not read (``visible``
+Outputs: ``probs/A`` float32 ``(actors, choices or actees)`` per discrete action, illegal
+choices at exactly 0; per continuous action the Gaussian's ``mean/A`` float32
+``(actors, components)`` (``(1, components)`` for a global one) and ``std/A`` float32
+``(components,)``, the same for every actor: a sample is ``mean + std * noise``, which the
+environment receives clipped to the space's bounds; and ``value`` float32 ``(1,)``. Inputs the network does not read (``visible``
 without attention, say) are left out of the model; feed only those the model lists.
 
 A policy with memory (``net.memory``) also takes ``state``, float32 ``(size,)``: its state
@@ -24,7 +29,10 @@ under :data:`STATE_KEY` (:func:`state_metadata`); models without it have neither
 
 The model's ``metadata_props`` carry :data:`FORMAT_KEY`, the spaces as JSON
 (:func:`~entityrl.env.spaces.spaces_to_data`), the entityrl version and the training run's
-environment, so a consumer can check the inputs it builds.
+environment, so a consumer can check the inputs it builds. The spaces are those of the
+model's inputs: for a run trained on stacked observations (``env.stack``), the stacked ones,
+and :data:`STACK_KEY` (:func:`stack_metadata`) says how deep, so that a consumer stacks raw
+observations as training did (:func:`entityrl.env.stacking.stack_onto`).
 
 This module is shared by the exporter and the runtime, and so imports neither torch nor onnx.
 """
@@ -40,7 +48,9 @@ from entityrl.env.actions import kind_of
 from entityrl.env.spaces import (
     ActionSpace,
     CategoricalActionSpace,
+    ContinuousActionSpace,
     GlobalCategoricalActionSpace,
+    GlobalContinuousActionSpace,
     ObsSpace,
     SelectEntityActionSpace,
 )
@@ -55,18 +65,29 @@ class Layout(Enum):
     """Once for the whole observation (no actors input), over the space's choices."""
     CANDIDATES = "candidates"
     """Per actor, over candidate entities (``actees/A``)."""
+    VALUES = "values"
+    """Per actor (``actors/A``), a Gaussian over the space's components."""
+    GLOBAL_VALUES = "global values"
+    """Once for the whole observation (no input), a Gaussian over the space's components."""
+
+    @property
+    def gaussian(self) -> bool:
+        """The action's outputs are a Gaussian's mean and std, not probabilities."""
+        return self in (Layout.VALUES, Layout.GLOBAL_VALUES)
 
 
 # The format's part of each kind of action, keyed by space class as the action-kind registry
-# (entityrl.env.actions) and the network's heads are: continuous kinds have no layout yet.
+# (entityrl.env.actions) and the network's heads are.
 _LAYOUTS: dict[type, Layout] = {
     CategoricalActionSpace: Layout.CHOICES,
     GlobalCategoricalActionSpace: Layout.GLOBAL,
     SelectEntityActionSpace: Layout.CANDIDATES,
+    ContinuousActionSpace: Layout.VALUES,
+    GlobalContinuousActionSpace: Layout.GLOBAL_VALUES,
 }
 
 EXPORTED_SPACES = tuple(_LAYOUTS)
-"""The action spaces a model of this format answers (continuous actions are not in it yet)."""
+"""The action spaces a model of this format answers."""
 
 FORMAT = "entityrl-policy/1"
 """Value of :data:`FORMAT_KEY`: the layout above, version 1."""
@@ -83,6 +104,9 @@ VISIBLE = "visible"
 VALUE = "value"
 STATE = "state"
 NEXT_STATE = "next_state"
+
+STACK_KEY = "entityrl.stack"
+"""Present only in models of stacked runs (``env.stack``): see :func:`stack_metadata`."""
 
 INITIAL_STATE = "zeros"
 """The state of an episode's first observation, as :data:`STATE_KEY` records it (RogueNet's
@@ -102,15 +126,15 @@ def action_layout(name: str, space: ActionSpace) -> Layout:
         raise UnsupportedActionError(
             f"action {name!r} is a {type(space).__name__}: the ONNX format ({FORMAT}) holds "
             + ", ".join(s.__name__ for s in EXPORTED_SPACES)
-            + " actions only, not continuous ones yet"
+            + " actions only"
         )
     return layout
 
 
 def choices(space: ActionSpace) -> int:
     """The number of choices of an action laid out over them (:attr:`Layout.CHOICES` or
-    :attr:`Layout.GLOBAL`)."""
-    return len(space)  # type: ignore[arg-type]  # the layout, not the type, says it has choices
+    :attr:`Layout.GLOBAL`), or of components of a continuous one."""
+    return len(space)  # type: ignore[arg-type]  # the layout, not the type, says it has a length
 
 
 def features_input(entity_type: str) -> str:
@@ -131,6 +155,14 @@ def mask_input(action: str) -> str:
 
 def probs_output(action: str) -> str:
     return f"probs/{action}"
+
+
+def mean_output(action: str) -> str:
+    return f"mean/{action}"
+
+
+def std_output(action: str) -> str:
+    return f"std/{action}"
 
 
 def state_metadata(size: int) -> str:
@@ -162,6 +194,40 @@ def state_size(metadata: Mapping[str, str]) -> int | None:
     return size
 
 
+def stack_metadata(steps: int) -> str:
+    """The value of :data:`STACK_KEY` for a policy trained on observations stacked ``steps``
+    deep (:mod:`entityrl.env.stacking`): JSON with the steps and how entities are followed
+    from one step to the next (by id)."""
+    return json.dumps({"steps": steps, "match": STACK_MATCH})
+
+
+STACK_MATCH = "id"
+"""How :data:`STACK_KEY` says entities are followed: by type and id within the episode."""
+
+
+def stack_steps(metadata: Mapping[str, str]) -> int | None:
+    """The steps stacked that a model's metadata declares (None: a model of unstacked
+    observations). Raises ValueError naming what is wrong with a malformed declaration."""
+    text = metadata.get(STACK_KEY)
+    if text is None:
+        return None
+    try:
+        declared = json.loads(text)
+        steps, match = declared["steps"], declared["match"]
+    except (ValueError, TypeError, KeyError) as err:
+        raise ValueError(
+            f"metadata {STACK_KEY}: expected JSON with 'steps' and 'match', got {text!r} ({err!r})"
+        ) from None
+    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 2:
+        raise ValueError(f"metadata {STACK_KEY}: expected an integer steps >= 2, got {steps!r}")
+    if match != STACK_MATCH:
+        raise ValueError(
+            f"metadata {STACK_KEY}: expected match {STACK_MATCH!r} (the only matching this "
+            f"entityrl knows), got {match!r}"
+        )
+    return steps
+
+
 @dataclass(frozen=True)
 class TensorSpec:
     """One input or output: its name, numpy dtype name and shape (str: a dynamic axis)."""
@@ -186,15 +252,16 @@ def input_specs(
     for name, space in action_space.items():
         actors, actees = f"{name} actors", f"{name} actees"
         layout = action_layout(name, space)
-        if layout is Layout.GLOBAL:
-            specs.append(TensorSpec(mask_input(name), "bool", (1, choices(space))))
-        elif layout is Layout.CHOICES:
+        if layout in (Layout.CHOICES, Layout.CANDIDATES, Layout.VALUES):
             specs.append(TensorSpec(actors_input(name), "int64", (actors,)))
-            specs.append(TensorSpec(mask_input(name), "bool", (actors, choices(space))))
-        else:
-            specs.append(TensorSpec(actors_input(name), "int64", (actors,)))
+        if layout is Layout.CANDIDATES:
             specs.append(TensorSpec(actees_input(name), "int64", (actees,)))
             specs.append(TensorSpec(mask_input(name), "bool", (actors, actees)))
+        elif layout is Layout.CHOICES:
+            specs.append(TensorSpec(mask_input(name), "bool", (actors, choices(space))))
+        elif layout is Layout.GLOBAL:
+            specs.append(TensorSpec(mask_input(name), "bool", (1, choices(space))))
+        # A Gaussian has no mask: every value is legal (and a global one has no input at all).
     if state is not None:
         specs.append(TensorSpec(STATE, "float32", (state,)))
     return specs
@@ -203,11 +270,16 @@ def input_specs(
 def output_specs(
     action_space: Mapping[str, ActionSpace], state: int | None = None
 ) -> list[TensorSpec]:
-    """The model's outputs, in order: one probability table per action, the value, then the
-    next state (with a state of ``state`` floats)."""
+    """The model's outputs, in order: per action one probability table (or a Gaussian's mean
+    and std), the value, then the next state (with a state of ``state`` floats)."""
     specs = []
     for name, space in action_space.items():
         layout = action_layout(name, space)
+        if layout.gaussian:
+            rows = 1 if layout is Layout.GLOBAL_VALUES else f"{name} actors"
+            specs.append(TensorSpec(mean_output(name), "float32", (rows, choices(space))))
+            specs.append(TensorSpec(std_output(name), "float32", (choices(space),)))
+            continue
         if layout is Layout.GLOBAL:
             shape: tuple[int | str, ...] = (1, choices(space))
         elif layout is Layout.CHOICES:

@@ -49,14 +49,16 @@ def assert_decides_as_torch_step_by_step(
     for episode in episodes:
         state, torch_state = np.zeros(size, np.float32), None
         for obs in episode:
-            want_probs, want_value, torch_state = torch_decision(agent, obs, torch_state)
+            want, torch_state = torch_decision(agent, obs, torch_state)
             feeds = model_inputs(batcher.batch([obs]), 0, agent.action_space)
             feeds[signature.STATE] = state
             got = dict(zip(outputs, session.run(None, {k: feeds[k] for k in names}), strict=True))
-            assert got[signature.VALUE][0] == pytest.approx(want_value, abs=TOLERANCE)
-            for name, want in want_probs.items():
+            assert got[signature.VALUE][0] == pytest.approx(want.value, abs=TOLERANCE)
+            for name, want_probs in want.probs.items():
                 np.testing.assert_allclose(
-                    got[signature.probs_output(name)][: want.shape[0]], want, atol=TOLERANCE
+                    got[signature.probs_output(name)][: want_probs.shape[0]],
+                    want_probs,
+                    atol=TOLERANCE,
                 )
             state = got[signature.NEXT_STATE]
             np.testing.assert_allclose(state, torch_state[0].numpy(), atol=TOLERANCE)
@@ -88,8 +90,8 @@ def test_the_state_decides_the_answer() -> None:
     for episode in recall_episodes(range(4)):
         state = None
         for obs in episode:
-            probs, _, state = torch_decision(agent, obs, state)
-        by_cue[int(np.argmax(episode[0].features["Cue"][0]))] = probs["answer"][0]
+            decision, state = torch_decision(agent, obs, state)
+        by_cue[int(np.argmax(episode[0].features["Cue"][0]))] = decision.probs["answer"][0]
     assert np.abs(by_cue[0] - by_cue[1]).max() > 100 * TOLERANCE
 
 

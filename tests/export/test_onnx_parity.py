@@ -6,24 +6,29 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-import numpy as np
 import pytest
+import torch
 from env.strategies import observations, spaces
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from torch_reference import torch_decision, untrained_agent
+from torch_reference import assert_same_decision, torch_decision, untrained_agent
 
 from entityrl.env import (
     CategoricalActionSpace,
+    ContinuousActionMask,
+    ContinuousActionSpace,
     Entity,
     Environment,
     GlobalCategoricalActionSpace,
+    GlobalContinuousActionMask,
+    GlobalContinuousActionSpace,
+    Observation,
     ObsSpace,
     SelectEntityActionSpace,
 )
+from entityrl.env.actions import kind_of, kinds
 from entityrl.envs import REGISTRY, make, make_vec
 from entityrl.export import export_bytes
-from entityrl.export.one_observation import ExportError
 from entityrl.inference import OnnxPolicy
 from entityrl.inference.signature import EXPORTED_SPACES
 from entityrl.nn.embedding import TranslationConfig
@@ -40,11 +45,32 @@ def assert_same_decisions(agent, policy: OnnxPolicy, observations_) -> None:
     """Each observation decided alone (with memory: as the first of an episode; see
     test_memory.py for episodes)."""
     for obs in observations_:
-        want_probs, want_value, _ = torch_decision(agent, obs)
-        got = policy.decide(obs, new_episode=True)
-        assert got.value == pytest.approx(want_value, abs=TOLERANCE)
-        for name, want in want_probs.items():
-            np.testing.assert_allclose(got.probs[name], want, atol=TOLERANCE, rtol=0)
+        assert_same_decision(
+            policy.decide(obs, new_episode=True), torch_decision(agent, obs)[0], TOLERANCE
+        )
+
+
+@st.composite
+def any_observations(draw: st.DrawFn, obs_space: ObsSpace, action_space) -> Observation:
+    """Random observations (:func:`observations`, which offers discrete actions only) with the
+    continuous actions offered or not, taken by all entities, some types or some ids."""
+    discrete = {n: s for n, s in action_space.items() if kind_of(s).discrete}
+    obs = draw(observations(obs_space, discrete))
+    for name, space in action_space.items():
+        if name in discrete or not draw(st.booleans()):
+            continue
+        if isinstance(space, GlobalContinuousActionSpace):
+            obs.actions[name] = GlobalContinuousActionMask()
+            continue
+        ids = obs.named_entities(list(obs_space.entities))
+        how = draw(st.sampled_from(["all", "types", "ids"]))
+        obs.actions[name] = ContinuousActionMask(
+            actor_ids=draw(st.permutations(ids)) if how == "ids" else None,
+            actor_types=draw(st.lists(st.sampled_from(list(obs_space.entities)), unique=True))
+            if how == "types"
+            else None,
+        )
+    return obs
 
 
 @functools.cache
@@ -55,14 +81,9 @@ def builtin_agent(name: str) -> tuple[Agent, OnnxPolicy]:
     return agent, OnnxPolicy(export_bytes(agent))
 
 
-# The environments whose actions the format holds (continuous actions are refused, below).
-def exportable(action_space) -> bool:
-    return all(isinstance(s, EXPORTED_SPACES) for s in action_space.values())
-
-
-EXPORTABLE = sorted(
-    n for n, cls in REGISTRY.items() if exportable(make_vec(n, 1, seed=0).action_space)
-)
+# Every action kind exports: every built-in environment.
+assert set(EXPORTED_SPACES) == {kind.space for kind in kinds()}
+EXPORTABLE = sorted(REGISTRY)
 
 
 @pytest.mark.parametrize("name", EXPORTABLE)
@@ -70,7 +91,7 @@ EXPORTABLE = sorted(
 @given(data=st.data())
 def test_every_builtin_environment_exports_and_decides_as_torch(name: str, data) -> None:
     agent, policy = builtin_agent(name)
-    drawn = data.draw(st.lists(observations(agent.obs_space, agent.action_space), max_size=3))
+    drawn = data.draw(st.lists(any_observations(agent.obs_space, agent.action_space), max_size=3))
     assert_same_decisions(agent, policy, drawn)
 
 
@@ -83,13 +104,6 @@ def test_real_observations_decide_as_torch(name: str) -> None:
         env.seed(seed)
         found.append(env.reset())
     assert_same_decisions(agent, policy, found)
-
-
-def test_continuous_actions_are_refused_naming_the_action() -> None:
-    vec = make_vec("ContinuousMoveToOrigin", 1, seed=0)
-    agent = untrained_agent(vec.obs_space, vec.action_space, env_id="ContinuousMoveToOrigin")
-    with pytest.raises(ExportError, match="action 'thrust' is a ContinuousActionSpace: the ONNX"):
-        export_bytes(agent)
 
 
 NET_OPTIONS = [
@@ -133,6 +147,37 @@ def test_translation_is_exported(rotation) -> None:
     check()
 
 
+CONTINUOUS_SPACE = (
+    ObsSpace({"Ship": Entity(["x", "y"]), "Rock": Entity(["x", "y", "size"])}, ["time"]),
+    {
+        "thrust": ContinuousActionSpace(["dx", "dy"], low=[-0.5, -2.0], high=[1.5, 2.0]),
+        "throttle": GlobalContinuousActionSpace(["power"], low=0.0, high=10.0),
+        "target": SelectEntityActionSpace(),
+    },
+)
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.sampled_from([{}, {"pooling": "mean"}, {"memory": True}, {"separate_value": True}]),
+    st.lists(any_observations(*CONTINUOUS_SPACE), min_size=3, max_size=3),
+)
+def test_continuous_actions_export_their_gaussian(options, drawn) -> None:
+    """Each actor's mean and the standard deviation equal torch's, per action and global,
+    with bounds of several widths and log standard deviations of several sizes."""
+    policy, agent = continuous_model(tuple(sorted(options.items())))
+    assert_same_decisions(agent, policy, drawn)
+
+
+@functools.cache
+def continuous_model(options: tuple[tuple[str, object], ...]) -> tuple[OnnxPolicy, Agent]:
+    agent = untrained_agent(*CONTINUOUS_SPACE, **dict(options))
+    with torch.no_grad():  # the standard deviations unlike each other, one beyond the clamp
+        agent.net.heads["thrust"].log_std.copy_(torch.tensor([-1.5, 0.7]))
+        agent.net.heads["throttle"].log_std.copy_(torch.tensor([-9.0]))
+    return OnnxPolicy(export_bytes(agent)), agent
+
+
 RELPOS_SPACE = (
     ObsSpace(
         {"Unit": Entity(["x", "y", "hp"]), "Wall": Entity(["x", "y"]), "Flag": Entity([])},
@@ -172,10 +217,6 @@ def test_every_shipped_config_exports_and_decides_as_torch(config_file: Path) ->
         pytest.skip(f"{config_file.name}: {err}")
     agent = untrained_agent(vec.obs_space, vec.action_space, config.env.id, config=config.net)
     vec.close()
-    if not exportable(agent.action_space):
-        with pytest.raises(ExportError, match="the ONNX format"):
-            export_bytes(agent)
-        return
     policy = OnnxPolicy(export_bytes(agent))
     found = []
     cls = REGISTRY.get(config.env.id)
@@ -185,7 +226,7 @@ def test_every_shipped_config_exports_and_decides_as_torch(config_file: Path) ->
             env.seed(seed)
             found.append(env.reset())
     drawn = settings(max_examples=4, deadline=None)(
-        given(observations(agent.obs_space, agent.action_space))(
+        given(any_observations(agent.obs_space, agent.action_space))(
             lambda obs: assert_same_decisions(agent, policy, [obs])
         )
     )

@@ -1,6 +1,5 @@
 """Helpers of the export and inference tests: untrained agents for any spaces, and the torch
-policy's action probabilities (and, with memory, its next state) to compare exported models
-with."""
+policy's decisions (and, with memory, its next state) to compare exported models with."""
 
 from __future__ import annotations
 
@@ -8,10 +7,13 @@ import dataclasses
 from collections.abc import Mapping
 
 import numpy as np
+import pytest
 import torch
 
 from entityrl.env import ActionSpace, Batcher, Observation, ObsSpace
+from entityrl.env.actions import kind_of
 from entityrl.envs import Recall
+from entityrl.inference import Decision
 from entityrl.nn.kernels.build import torch_path
 from entityrl.nn.rogue_net import RogueNet, RogueNetConfig
 from entityrl.training.agent import Agent
@@ -57,34 +59,79 @@ def sharpened(agent: Agent, factor: float = 40.0) -> Agent:
 
 def torch_decision(
     agent: Agent, obs: Observation, state: torch.Tensor | None = None
-) -> tuple[dict[str, np.ndarray], float, torch.Tensor | None]:
-    """The torch policy's probability of every choice of every actor (each scored as the
-    chosen action, one forward pass per choice index), the value, and with memory the state
-    after ``obs`` ((1, size); ``state`` is the one before it, None: a new episode), for one
-    observation."""
+) -> tuple[Decision, torch.Tensor | None]:
+    """For one observation, the torch policy's decision: the probability of every choice of
+    every actor (each scored as the chosen action, one forward pass per choice index); per
+    continuous action each actor's mean (its deterministic action) and the standard deviation
+    (from the log-probability of the mean plus one in each component); the value. With memory
+    also the state after ``obs`` ((1, size); ``state`` is the one before it, None: a new
+    episode)."""
     net = agent.net
     batch = Batcher(net.obs_space, net.action_space).batch([obs])
+    actors = {name: int(m.actors.lengths[0]) for name, m in batch.action_masks.items()}
     widths = {}
     for name, mask in batch.action_masks.items():
         space = net.action_space[name]
-        widths[name] = len(space) if hasattr(space, "choices") else mask_width(mask)
-    actors = {name: int(m.actors.lengths[0]) for name, m in batch.action_masks.items()}
-    probs = {name: np.zeros((actors[name], widths[name]), np.float32) for name in widths}
-    value = float("nan")
-    next_state = None
+        if kind_of(space).discrete:
+            widths[name] = len(space) if hasattr(space, "choices") else mask_width(mask)
+    decision = Decision(
+        {name: np.zeros((actors[name], widths[name]), np.float32) for name in widths}, 0.0
+    )
     with torch_path(), torch.no_grad():
         prepared = net.prepare(batch)
+        out = net(prepared, deterministic=True, state=state)
+        decision.value, next_state = float(out.values[0]), out.state
+        for name in set(net.action_space) - set(widths):
+            mean = out.heads[name].actions
+            decision.mean[name] = mean.numpy()
+            decision.std[name] = continuous_std(agent, prepared, out, name, state)
         for k in range(max([*widths.values(), 1])):
             chosen = {
-                name: torch.full((actors[name],), min(k, max(widths[name] - 1, 0)))
-                for name in widths
+                name: out.heads[name].actions
+                if name not in widths
+                else torch.full((actors[name],), min(k, max(widths[name] - 1, 0)))
+                for name in net.action_space
             }
-            out = net(prepared, chosen, state=state)
-            value, next_state = float(out.values[0]), out.state
-            for name, head in out.heads.items():
+            scored = net(prepared, chosen, state=state)
+            for name in widths:
                 if k < widths[name] and actors[name]:
-                    probs[name][:, k] = head.logprob.exp().numpy()
-    return probs, value, next_state
+                    decision.probs[name][:, k] = scored.heads[name].logprob.exp().numpy()
+    return decision, next_state
+
+
+def continuous_std(
+    agent: Agent, prepared, out, name: str, state: torch.Tensor | None
+) -> np.ndarray:
+    """The standard deviation of continuous action ``name`` (components,), from what the torch
+    policy scores: a value one away from the mean in component d scores ``1 / (2 std_d**2)``
+    less than the mean (none without actors: nothing to score)."""
+    mean = out.heads[name].actions
+    if mean.shape[0] == 0:
+        return np.zeros(0, np.float32)
+    std = []
+    for d in range(mean.shape[1]):
+        chosen = {n: head.actions for n, head in out.heads.items()}
+        chosen[name] = mean + torch.nn.functional.one_hot(torch.tensor(d), mean.shape[1])
+        drop = (
+            out.heads[name].logprob[0]
+            - agent.net(prepared, chosen, state=state).heads[name].logprob[0]
+        )
+        std.append(float((0.5 / drop.double()) ** 0.5))
+    return np.asarray(std, np.float32)
+
+
+def assert_same_decision(got: Decision, want: Decision, tolerance: float) -> None:
+    """``got`` (the exported model's) equals ``want`` (torch's) within ``tolerance``, every
+    action's probabilities or Gaussian and the value (continuous actions without actors have
+    no standard deviation to compare)."""
+    assert got.value == pytest.approx(want.value, abs=tolerance)
+    assert got.probs.keys() == want.probs.keys() and got.mean.keys() == want.mean.keys()
+    for name, probs in want.probs.items():
+        np.testing.assert_allclose(got.probs[name], probs, atol=tolerance, rtol=0)
+    for name, mean in want.mean.items():
+        np.testing.assert_allclose(got.mean[name], mean, atol=tolerance, rtol=0)
+        if mean.shape[0]:
+            np.testing.assert_allclose(got.std[name], want.std[name], rtol=1e-4)
 
 
 def mask_width(mask: object) -> int:

@@ -30,7 +30,8 @@ from entityrl.env import (
     SelectEntityAction,
     SelectEntityActionSpace,
 )
-from entityrl.envs import CherryPick, MineSweeper, Recall, make_vec
+from entityrl.env.stacking import stacked_space
+from entityrl.envs import CherryPick, ContinuousMoveToOrigin, MineSweeper, Recall, make_vec
 from entityrl.export import export_onnx
 from entityrl.export.replay import RecordingEnv, read_episodes
 from entityrl.inference import Decision, OnnxPolicy, load
@@ -404,3 +405,24 @@ def test_the_replay_viewer_steps_through_recorded_episodes(page, tmp_path) -> No
     actors = sum(len(chosen) for chosen in last["actions"].values())
     assert page.locator("#replay-details tr").count() == 1 + entities + actors
     page.locator("#replay").screenshot(path=str(artifacts(tmp_path) / "web-replay.png"))
+
+
+def test_the_page_refuses_continuous_and_stacked_models_visibly(page, tmp_path) -> None:
+    """Continuous actions and stacked observations are for the Python runtime: the page names
+    what it cannot do in its status line instead of failing later."""
+    env = ContinuousMoveToOrigin()
+    continuous = untrained_agent(env.obs_space(), env.action_space(), "ContinuousMoveToOrigin")
+    export_onnx(continuous, tmp_path / "continuous.onnx")
+    stacked = untrained_agent(
+        stacked_space(CherryPick().obs_space(), 2), CherryPick().action_space()
+    )
+    stacked.config.env.stack = 2
+    export_onnx(stacked, tmp_path / "stacked.onnx")
+    for model, reason in (
+        ("continuous.onnx", "action 'thrust' is continuous (ContinuousActionSpace)"),
+        ("stacked.onnx", "it was trained on stacked observations"),
+    ):
+        page.set_input_files("#model-file", str(tmp_path / model))
+        page.wait_for_selector(f"#status:has-text('cannot load {model}')")
+        status = page.text_content("#status")
+        assert "this page cannot run this model" in status and reason in status, status

@@ -70,7 +70,12 @@ async function step(actions = null) {
 
 $("model-file").addEventListener("change", async (event) => {
   const file = event.target.files[0];
-  if (file) await usePolicy(await file.arrayBuffer(), file.name);
+  if (!file) return;
+  try {
+    await usePolicy(await file.arrayBuffer(), file.name);
+  } catch (err) {
+    status(`cannot load ${file.name}: ${err.message}`);
+  }
 });
 $("reset").addEventListener("click", reset);
 $("step").addEventListener("click", () => step());

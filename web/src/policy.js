@@ -35,6 +35,12 @@ export class Policy {
     this.spaces = JSON.parse(metadata["entityrl.spaces"]);
     this.env = JSON.parse(metadata["entityrl.env"] ?? "{}");
     this.version = metadata["entityrl.version"];
+    const unsupported = unsupportedFeatures(this.spaces, metadata);
+    if (unsupported.length) {
+      throw new Error(
+        `this page cannot run this model: ${unsupported.join("; ")}. Run it with entityrl.inference in Python (docs/deploy.md)`,
+      );
+    }
     this.stateSize = stateSize(metadata["entityrl.state"]);
     if (this.stateSize && !(session.inputNames.includes("state") && session.outputNames.includes("next_state"))) {
       throw new Error(
@@ -87,6 +93,18 @@ export class Policy {
     const decision = await this.decide(obs, { newEpisode });
     return { actions: toActions(decision, this.spaces, (p) => choose(p, rng, deterministic)), decision };
   }
+}
+
+// What the model needs that this page does not do yet: continuous actions (it draws and
+// shows choices only) and stacked observations (it feeds one step's features).
+export function unsupportedFeatures(spaces, metadata) {
+  const found = Object.entries(spaces.actions)
+    .filter(([, space]) => space.kind.endsWith("ContinuousActionSpace"))
+    .map(([name, space]) => `action '${name}' is continuous (${space.kind})`);
+  if (metadata["entityrl.stack"] != null) {
+    found.push(`it was trained on stacked observations (entityrl.stack ${metadata["entityrl.stack"]})`);
+  }
+  return found;
 }
 
 // The size of the state a model's entityrl.state metadata declares (0: a model without state).
