@@ -72,7 +72,7 @@ class OneObservationPolicy(nn.Module):
             head = net.heads[_key(name)]
             if layout.gaussian:
                 assert isinstance(head, GaussianHead)
-                outputs.extend(_gaussian(head, _acting(x, layout, inputs, name)))
+                outputs.extend(gaussian(head, _acting(x, layout, inputs, name)))
                 continue
             mask = inputs[signature.mask_input(name)]
             if layout is signature.Layout.CANDIDATES:
@@ -87,7 +87,7 @@ class OneObservationPolicy(nn.Module):
                 logits = head.proj(_acting(x, layout, inputs, name))
             logits = logits.masked_fill(~mask, float("-inf"))
             if layout is signature.Layout.CANDIDATES:  # may have no candidates
-                outputs.append(_softmax_of_any_width(logits))
+                outputs.append(softmax_of_any_width(logits))
             else:
                 outputs.append(torch.softmax(logits, dim=-1))
         value_x = x if net.value_encoder is None else _encode(net.value_encoder, inputs)
@@ -107,7 +107,7 @@ def _acting(
     return x.index_select(0, inputs[signature.actors_input(name)])
 
 
-def _gaussian(head: GaussianHead, acting: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def gaussian(head: GaussianHead, acting: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """As :meth:`GaussianHead.forward`: each actor's mean ``(actors, components)``, and the
     standard deviation ``(components,)`` that every actor shares."""
     mean = head.center + head.half_range * head.proj(acting)
@@ -145,26 +145,33 @@ def _encode(encoder: Encoder, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
     MatMul fails on empty ones: observations without entities) and every reshape's entity
     count inferable, and it is dropped at the end."""
     raw = _raw_features(encoder.embedding, inputs)
-    x = _embed(encoder.embedding, raw)
+    x = torch.cat(embed_types(encoder.embedding, raw))
     x = torch.cat([x, x.new_zeros(1, encoder.embedding.d_model)])
     visible = inputs[signature.VISIBLE]
     if encoder.embedding.global_token:
         visible = torch.cat([visible, visible.new_ones(1)])
     real = torch.cat([torch.ones_like(visible), visible.new_zeros(1)])
     visible = torch.cat([visible, visible.new_ones(1)])
-    # Visible queries do not see hidden keys; hidden queries see every key.
-    allowed = (~visible[:, None] | visible[None, :]) & real[:, None] & real[None, :]
-    allowed = allowed | (~real[:, None] & ~real[None, :])
-    bias = torch.zeros_like(allowed, dtype=x.dtype).masked_fill(~allowed, float("-inf"))
-    context = _AttentionInputs(bias)
+    context = _AttentionInputs(attention_bias(visible[:, None], visible[None, :], real))
     if encoder.relpos is not None:
         context.offset_keys, context.offset_values = _offsets(encoder.relpos, raw)
     for block in encoder.blocks:
         assert isinstance(block, Block)
         x = _block(block, x, context)
     if isinstance(encoder.ln_out, nn.LayerNorm):
-        x = _layer_norm(encoder.ln_out, x)
+        x = layer_norm(encoder.ln_out, x)
     return x[:-1]
+
+
+def attention_bias(
+    visible_query: torch.Tensor, visible_key: torch.Tensor, real: torch.Tensor
+) -> torch.Tensor:
+    """0 where a query may see a key, else -inf, from the entities' flags broadcast against
+    each other (queries on the second-to-last axis, keys on the last) and ``real`` (not
+    padding; queries and keys alike on the last axis): visible queries do not see hidden
+    keys, hidden queries see every key, padding sees padding alone and nothing sees it."""
+    same = real.unsqueeze(-1) == real.unsqueeze(-2)
+    return torch.where((visible_key | ~visible_query) & same, 0.0, float("-inf"))
 
 
 def _raw_features(
@@ -186,17 +193,20 @@ def _raw_features(
     return feats
 
 
-def _embed(embedding: EntityEmbedding, raw: dict[str, torch.Tensor]) -> torch.Tensor:
+def embed_types(embedding: EntityEmbedding, raw: dict[str, torch.Tensor]) -> list[torch.Tensor]:
+    """Per type (and the global token), its entities' embeddings ``(n, d_model)``."""
     parts = []
     for name, f in raw.items():
         key = _module_key(name)
         projection = embedding.projections[key]
         if isinstance(projection, _Constant):
-            parts.append(projection.embedding.expand(f.shape[0], -1))
+            # A product over no features plus the constant: one node, for any entity count.
+            width = projection.embedding.shape[0]
+            parts.append(functional.linear(f, f.new_zeros(width, 0), projection.embedding))
             continue
         linear, _, norm = projection
-        parts.append(_layer_norm(norm, torch.relu(linear(embedding.norms[key](f)))))
-    return torch.cat(parts)
+        parts.append(layer_norm(norm, torch.relu(linear(embedding.norms[key](f)))))
+    return parts
 
 
 def _translate(translation: Translation, feats: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -214,30 +224,46 @@ def _translate(translation: Translation, feats: dict[str, torch.Tensor]) -> dict
         f = feats[name]
         rel = f[:, cols] - origin
         if translation.angle_column is not None:
-            x, y = rel[:, 0], rel[:, 1]
-            rel = torch.stack([x * cos + y * sin, -x * sin + y * cos], dim=1)
-        # Rebuilt column by column: exporters trace concatenation more simply than assignment.
-        replaced = dict(zip(cols, range(len(cols)), strict=True))
-        out[name] = torch.cat(
-            [
-                rel[:, replaced[j] : replaced[j] + 1] if j in replaced else f[:, j : j + 1]
-                for j in range(f.shape[1])
-            ],
-            dim=1,
-        )
+            rel = rotate(rel, cos, sin)
+        out[name] = replace_columns(f, cols, rel)
     return out
 
 
+def rotate(rel: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Offsets ``(n, 2)`` in the frame of a reference turned by the angle of ``cos``, ``sin``
+    (scalars, or one per offset)."""
+    x, y = rel[:, 0], rel[:, 1]
+    return torch.stack([x * cos + y * sin, -x * sin + y * cos], dim=1)
+
+
+def replace_columns(f: torch.Tensor, columns: list[int], new: torch.Tensor) -> torch.Tensor:
+    """``f`` with its ``columns`` replaced by those of ``new``, in order. Rebuilt column by
+    column: exporters trace concatenation more simply than assignment."""
+    replaced = dict(zip(columns, range(len(columns)), strict=True))
+    return torch.cat(
+        [
+            new[:, replaced[j] : replaced[j] + 1] if j in replaced else f[:, j : j + 1]
+            for j in range(f.shape[1])
+        ],
+        dim=1,
+    )
+
+
 def _block(block: Block, x: torch.Tensor, context: _AttentionInputs) -> torch.Tensor:
-    normed = _layer_norm(block.ln1, x)
+    normed = layer_norm(block.ln1, x)
     mix = block.mix
     if isinstance(mix, RaggedAttention):
         x = x + _attention(mix, normed, context)
     else:
         assert isinstance(mix, RowPooling)
         x = x + _pool(mix, normed)
+    return x + mlp(block, x)
+
+
+def mlp(block: Block, x: torch.Tensor) -> torch.Tensor:
+    """The block's feed-forward part, on its second layer norm of ``x``."""
     up, down = block.mlp[0], block.mlp[2]
-    return x + down(functional.gelu(up(_layer_norm(block.ln2, x))))
+    return down(functional.gelu(up(layer_norm(block.ln2, x))))
 
 
 def _attention(mix: RaggedAttention, x: torch.Tensor, context: _AttentionInputs) -> torch.Tensor:
@@ -294,10 +320,10 @@ def _offsets(
     values = index
     if config.per_entity_values:
         values = index + torch.cat(kinds)[None, :] * relpos.offsets
-    return _one_hot(index, relpos.offsets), _one_hot(values, relpos.values.shape[0])
+    return one_hot(index, relpos.offsets), one_hot(values, relpos.values.shape[0])
 
 
-def _one_hot(index: torch.Tensor, classes: int) -> torch.Tensor:
+def one_hot(index: torch.Tensor, classes: int) -> torch.Tensor:
     """``(..., classes)`` float: 1 at each entry's (integer-valued) index."""
     return (index[..., None] == torch.arange(classes, dtype=index.dtype)).to(torch.float32)
 
@@ -315,14 +341,13 @@ def _pool(mix: RowPooling, x: torch.Tensor) -> torch.Tensor:
     return mix.proj(torch.cat(parts)).expand_as(x)
 
 
-def _softmax_of_any_width(logits: torch.Tensor) -> torch.Tensor:
+def softmax_of_any_width(logits: torch.Tensor) -> torch.Tensor:
     """Softmax over the last axis, which may be empty (no candidates).
 
     onnxruntime's Softmax divides by the axis length and fails on an empty one, so the axis
     gets one more entry at -inf (probability 0), dropped again afterwards.
     """
-    padding = torch.full((1,), float("-inf")).expand(*logits.shape[:-1], 1)
-    return torch.softmax(torch.cat([logits, padding], dim=-1), dim=-1)[..., :-1]
+    return torch.softmax(functional.pad(logits, (0, 1), value=float("-inf")), dim=-1)[..., :-1]
 
 
 def _mean(x: torch.Tensor) -> torch.Tensor:
@@ -331,6 +356,6 @@ def _mean(x: torch.Tensor) -> torch.Tensor:
     return x.sum(dim=0) / count
 
 
-def _layer_norm(norm: nn.Module, x: torch.Tensor) -> torch.Tensor:
+def layer_norm(norm: nn.Module, x: torch.Tensor) -> torch.Tensor:
     assert isinstance(norm, nn.LayerNorm)
     return functional.layer_norm(x, norm.normalized_shape, norm.weight, norm.bias, norm.eps)

@@ -11,6 +11,7 @@ episode's history itself, as the trainer's :class:`~entityrl.env.stacking.Stacke
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +30,9 @@ from entityrl.env.validator import validate_observation
 from entityrl.env.vec_obs import VecCategoricalMask, VecObs, VecSelectEntityMask
 from entityrl.inference import signature
 from entityrl.ragged import RaggedArray
+
+_GLOBAL = (signature.Layout.GLOBAL, signature.Layout.GLOBAL_VALUES)
+"""The layouts decided once per observation, offered or not."""
 
 
 class PolicyFileError(ValueError):
@@ -75,24 +79,20 @@ class OnnxPolicy:
         threads: int = 1,
         check: bool = True,
     ) -> None:
-        import onnxruntime as ort
-
         if threads < 1:
             raise ValueError(f"threads must be >= 1, got {threads}")
-        where = "the model" if isinstance(model, bytes) else str(model)
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        options.log_severity_level = 3  # warnings about unused initializers are noise here
-        source = model if isinstance(model, bytes) else str(model)
+        self.threads = threads
+        self.where = where = "the model" if isinstance(model, bytes) else str(model)
         try:
-            self.session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+            self.session = self._session(model if isinstance(model, bytes) else str(model))
         except Exception as err:  # onnxruntime raises its own exception types
             raise PolicyFileError(
                 f"{where}: not an ONNX model onnxruntime can load ({err})"
             ) from None
-        meta = self.session.get_modelmeta().custom_metadata_map
+        self.batched: tuple[Any, set[str]] | None = None
+        """The session of the batched model and its inputs (:meth:`_batched_session`), once
+        made."""
+        meta = self.metadata = self.session.get_modelmeta().custom_metadata_map
         if meta.get(signature.FORMAT_KEY) != signature.FORMAT:
             raise PolicyFileError(
                 f"{where}: not an entityrl policy "
@@ -139,6 +139,19 @@ class OnnxPolicy:
         for a policy with memory or stacking."""
         self.seed(seed)
 
+    def _session(self, model: str | bytes) -> Any:
+        """An onnxruntime session of ``model`` (a path or the serialized model) on the CPU,
+        on :attr:`threads` threads, its nodes run one after another (onnxruntime's graph
+        optimizations at their default, all: fastest, see benchmarks/inference.py)."""
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = self.threads
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.log_severity_level = 3  # warnings about unused initializers are noise here
+        return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+
     def seed(self, seed: int | None) -> None:
         """Make sampled actions reproducible (None: seed from the operating system)."""
         self.rng = np.random.default_rng(seed)
@@ -152,7 +165,7 @@ class OnnxPolicy:
     def decide(self, obs: Observation, *, new_episode: bool = False) -> Decision:
         """The action probabilities and value of ``obs``; ``new_episode``: ``obs`` is the
         first observation of an episode (with memory: start it from zeros)."""
-        return self._decide_all([obs], new_episode)[1][0]
+        return self.decide_batch([obs], new_episode=new_episode)[0]
 
     def act(self, obs: Observation, *, new_episode: bool = False) -> dict[str, Action]:
         """One action per actor, for every action the observation offers (``new_episode``
@@ -160,35 +173,57 @@ class OnnxPolicy:
         return self.act_batch([obs], new_episode=new_episode)[0]
 
     # ------------------------------------------------------------------ many observations
+    def decide_batch(
+        self,
+        observations: Sequence[Observation],
+        *,
+        new_episode: bool | Sequence[bool] | npt.NDArray[np.bool_] = False,
+    ) -> list[Decision]:
+        """:meth:`decide` for each observation, in one model call, each of its own episode
+        (``new_episode`` as for :meth:`act_batch`)."""
+        batch, outputs = self._run(observations, new_episode)
+        return [self._decision(outputs, batch, row) for row in range(batch.num_rows)]
+
     def act_batch(
         self,
         observations: Sequence[Observation],
         *,
         new_episode: bool | Sequence[bool] | npt.NDArray[np.bool_] = False,
     ) -> list[dict[str, Action]]:
-        """:meth:`act` for each observation (batched conversions, one model call each), each
-        of its own episode; ``new_episode``: one flag for all, or one per observation."""
-        batch, decisions = self._decide_all(observations, new_episode)
-        chosen: dict[str, list[npt.NDArray[Any]]] = {n: [] for n in self.action_space}
-        for decision in decisions:
-            for name, probs in decision.probs.items():
-                chosen[name].append(self._choose(probs)[:, None])
-            for name, mean in decision.mean.items():
-                chosen[name].append(self._sample(mean, decision.std[name]))
-        ragged = {
-            name: RaggedArray(np.concatenate(picks), batch.action_masks[name].actors.lengths)
-            for name, picks in chosen.items()
-        }
-        return self.batcher.unbatch(ragged, observations)
+        """:meth:`act` for each observation (one conversion, one model call), each of its own
+        episode; ``new_episode``: one flag for all, or one per observation."""
+        batch, outputs = self._run(observations, new_episode)
+        return self._actions(batch, outputs, observations)
 
     # ------------------------------------------------------------------ internals
-    def _decide_all(
+    def _actions(
+        self, batch: VecObs, outputs: dict[str, Any], observations: Sequence[Observation]
+    ) -> list[dict[str, Action]]:
+        """Each observation's actions, chosen from the model's outputs for ``batch``."""
+        if not observations:  # nothing ran
+            return []
+        ragged = {}
+        for name, layout in self.layouts.items():
+            actors = batch.action_masks[name].actors.lengths
+            # A global action has a row per observation, offered or not.
+            offered = actors > 0 if layout in _GLOBAL else slice(None)
+            if layout.gaussian:
+                mean = outputs[signature.mean_output(name)][offered]
+                picks = self._sample(mean, outputs[signature.std_output(name)])
+            else:
+                picks = self._choose(outputs[signature.probs_output(name)][offered])[:, None]
+            ragged[name] = RaggedArray(picks, actors)
+        return self.batcher.unbatch(ragged, observations)
+
+    def _run(
         self,
         observations: Sequence[Observation],
         new_episode: bool | Sequence[bool] | npt.NDArray[np.bool_],
-    ) -> tuple[VecObs, list[Decision]]:
-        """The batch the model saw (stacked, with stacking) and the decision of every row, each
-        from its episode's state and history; keeps the new ones."""
+    ) -> tuple[VecObs, dict[str, npt.NDArray[Any]]]:
+        """The batch the model saw (stacked, with stacking) and the model's outputs for all its
+        rows, each from its episode's state and history, in one call: of the one-observation
+        model for one row, of the batched model for more (outputs as the batched model lays
+        them out). Keeps the new states and histories."""
         rows = len(observations)
         fresh = self._fresh(rows, new_episode)
         if self.check:
@@ -201,42 +236,67 @@ class OnnxPolicy:
         if self.stack is not None:
             carried = None if fresh.all() else self.history
             batch, history = stack_onto(batch, carried, fresh, self.stack)
+        if rows == 0:  # no step of any episode: nothing to run, nothing kept
+            return batch, {}
         states = None
         if self.state_size is not None:
             states = np.zeros((rows, self.state_size), np.float32)
             if self.state is not None and not fresh.all():
                 states = np.where(fresh[:, None], states, self.state)
-        decisions = []
-        next_states = []
-        for row in range(rows):
-            feeds = model_inputs(batch, row, self.action_space)
+        if rows == 1:
+            session, wanted = self.session, self.input_names
+            feeds = model_inputs(batch, 0, self.action_space)
             if states is not None:
-                feeds[signature.STATE] = states[row]
-            outputs = self.session.run(
-                self.output_names, {k: v for k, v in feeds.items() if k in self.input_names}
-            )
-            named = dict(zip(self.output_names, outputs, strict=True))
-            decisions.append(self._decision(named, batch, row))
+                feeds[signature.STATE] = states[0]
+        else:
+            session, wanted = self._batched_session()
+            feeds = batched_inputs(batch, self.action_space)
             if states is not None:
-                next_states.append(named[signature.NEXT_STATE])
-        # Kept only once every row has run, so that a failing call leaves the episodes as they
-        # were (and so does a call without observations: it is no step of any episode).
-        if rows and (self.state_size is not None or self.stack is not None):
-            self.state = np.stack(next_states) if next_states else None
+                feeds[signature.STATE] = states
+        values = session.run(self.output_names, {k: v for k, v in feeds.items() if k in wanted})
+        outputs = dict(zip(self.output_names, values, strict=True))
+        # Kept only once the model has run, so that a failing call leaves the episodes as they
+        # were.
+        if self.state_size is not None or self.stack is not None:
+            if self.state_size is not None:
+                self.state = outputs[signature.NEXT_STATE].reshape(rows, self.state_size)
             self.history, self.episodes = history, rows
-        return batch, decisions
+        return batch, outputs
 
-    def _decision(self, named: dict[str, Any], batch: VecObs, row: int) -> Decision:
+    def _batched_session(self) -> tuple[Any, set[str]]:
+        """The onnxruntime session of the batched model, made on first use (a policy asked for
+        one observation at a time never needs it), and its input names."""
+        if self.batched is None:
+            encoded = self.metadata.get(signature.BATCHED_KEY)
+            if encoded is None:
+                raise PolicyFileError(
+                    f"{self.where}: no batched model (metadata {signature.BATCHED_KEY}): "
+                    "exported by an entityrl that decided one observation at a time; export it "
+                    "again with `entityrl export RUN_DIR` to decide several in one call"
+                )
+            session = self._session(base64.b64decode(encoded))
+            self.batched = session, {i.name for i in session.get_inputs()}
+        return self.batched
+
+    def _decision(self, outputs: dict[str, Any], batch: VecObs, row: int) -> Decision:
         """Row ``row``'s decision from the model's outputs, by name. A global action the
         observation does not offer still gets its row: it is dropped."""
-        decision = Decision({}, float(named[signature.VALUE][0]))
+        decision = Decision({}, float(outputs[signature.VALUE][row]))
         for name, layout in self.layouts.items():
-            actors = batch.action_masks[name].actors.lengths[row]
-            if layout.gaussian:
-                decision.mean[name] = named[signature.mean_output(name)][:actors]
-                decision.std[name] = named[signature.std_output(name)]
+            mask = batch.action_masks[name]
+            if layout in _GLOBAL:
+                lo, hi = row, row + mask.actors.lengths[row]
             else:
-                decision.probs[name] = named[signature.probs_output(name)][:actors]
+                lo, hi = mask.actors.offsets[row], mask.actors.offsets[row + 1]
+            if layout.gaussian:
+                decision.mean[name] = outputs[signature.mean_output(name)][lo:hi]
+                decision.std[name] = outputs[signature.std_output(name)]
+                continue
+            probs = outputs[signature.probs_output(name)][lo:hi]
+            if layout is signature.Layout.CANDIDATES:
+                assert isinstance(mask, VecSelectEntityMask)  # the batched mask of that kind
+                probs = probs[:, : mask.actees.lengths[row]]  # the row's own candidates
+            decision.probs[name] = probs
         return decision
 
     def _fresh(
@@ -334,6 +394,86 @@ def model_inputs(
             feeds[signature.actors_input(name)] = actors
             feeds[signature.mask_input(name)] = legal
     return feeds
+
+
+def batched_inputs(
+    batch: VecObs, action_space: Mapping[str, ActionSpace]
+) -> dict[str, npt.NDArray[Any]]:
+    """The batched model's inputs (:func:`signature.batched_input_specs`) of every row of
+    ``batch``, in numpy without a loop over rows."""
+    rows = batch.num_rows
+    feeds: dict[str, npt.NDArray[Any]] = {}
+    visible, entity_rows, columns = [], [], []
+    within = np.zeros(rows, np.int64)  # per row, its entities of the types so far
+    for name, feats in batch.features.items():
+        feeds[signature.features_input(name)] = feats.data
+        flags = batch.visible.get(name)
+        visible.append(np.ones(len(feats.data), np.bool_) if flags is None else flags.data[:, 0])
+        row = np.repeat(np.arange(rows), feats.lengths)
+        entity_rows.append(row)
+        # Entity j of a row's entities of this type comes after its entities of earlier types.
+        columns.append(np.arange(len(row)) - feats.offsets[row] + within[row])
+        within += feats.lengths
+    none = np.zeros(0, np.int64)  # for spaces without entity types
+    row_of = np.concatenate([*entity_rows, none])
+    width = max(int(within.max(initial=0)), 1)
+    slots = np.full((rows, width), len(row_of), np.int64)
+    slots[row_of, np.concatenate([*columns, none])] = np.arange(len(row_of))
+    feeds[signature.SLOTS] = slots
+    feeds[signature.ENTITY_ROWS] = row_of
+    feeds[signature.VISIBLE] = np.concatenate([*visible, np.zeros(0, np.bool_)])
+    if batch.global_features.shape[1]:
+        feeds[signature.GLOBAL_FEATURES] = batch.global_features
+    first = np.arange(rows) * (width + 2)  # each row's first grid position
+    for name, space in action_space.items():
+        mask = batch.action_masks[name]
+        layout = signature.action_layout(name, space)
+        if layout is signature.Layout.GLOBAL_VALUES:
+            continue  # decided for every observation, with nothing to say who acts
+        if layout is signature.Layout.GLOBAL:
+            assert isinstance(mask, VecCategoricalMask)  # the batched mask of both choice kinds
+            # Every row gets a mask: all legal where the action is not offered.
+            table = np.ones((rows, signature.choices(space)), np.bool_)
+            if mask.mask is not None:
+                table[mask.actors.lengths > 0] = mask.mask.data.reshape(-1, table.shape[1])
+            feeds[signature.mask_input(name)] = table
+            continue
+        actors = mask.actors.data[:, 0] + np.repeat(first, mask.actors.lengths)
+        feeds[signature.actors_input(name)] = actors
+        if layout is signature.Layout.CANDIDATES:
+            assert isinstance(mask, VecSelectEntityMask)  # the batched mask of that kind
+            candidates, legal = _candidates(mask, first)
+            feeds[signature.actees_input(name)] = candidates
+            feeds[signature.mask_input(name)] = legal
+        elif layout is signature.Layout.CHOICES:
+            assert isinstance(mask, VecCategoricalMask)
+            shape = (len(actors), signature.choices(space))
+            legal = np.ones(shape, np.bool_) if mask.mask is None else mask.mask.data
+            feeds[signature.mask_input(name)] = legal.reshape(shape)
+    return feeds
+
+
+def _candidates(
+    mask: VecSelectEntityMask, first: npt.NDArray[np.int64]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
+    """Each actor's candidates as grid positions ``(actors, most candidates, at least 1)``,
+    padded with position 0, and its mask, False at the padding."""
+    actors, actees = mask.actors, mask.actees
+    actor_row = np.repeat(np.arange(len(actors.lengths)), actors.lengths)
+    counts = actees.lengths[actor_row]
+    within = np.arange(max(int(counts.max(initial=0)), 1))
+    inside = within < counts[:, None]
+    # Appended: what the padding reads (position 0; not legal).
+    positions = np.append(actees.data[:, 0] + np.repeat(first, actees.lengths), 0)
+    starts = actees.offsets[actor_row][:, None]
+    candidates = positions[np.where(inside, starts + within, len(positions) - 1)]
+    if mask.mask is None:
+        return candidates, inside
+    # A row's mask is actor after actor, each over the row's candidates.
+    legal = np.append(mask.mask.data.reshape(-1), False)
+    own = (np.arange(len(actor_row)) - actors.offsets[actor_row]) * counts
+    cells = (mask.mask.offsets[actor_row] + own)[:, None] + within
+    return candidates, legal[np.where(inside, cells, len(legal) - 1)]
 
 
 def _row(array: RaggedArray, row: int) -> npt.NDArray[Any]:

@@ -1,6 +1,7 @@
 """The interface of an exported policy: its inputs, outputs and metadata, by name.
 
-An exported model decides for ONE observation. Its inputs, all named after the spaces:
+An exported model's graph decides for ONE observation (a batched model rides in its metadata:
+below). Its inputs, all named after the spaces:
 
 - ``features/<type>``: float32 ``(n, features)`` per entity type (``n`` may be 0);
 - ``global_features``: float32 ``(globals,)``, when the space has global features;
@@ -33,6 +34,33 @@ environment, so a consumer can check the inputs it builds. The spaces are those 
 model's inputs: for a run trained on stacked observations (``env.stack``), the stacked ones,
 and :data:`STACK_KEY` (:func:`stack_metadata`) says how deep, so that a consumer stacks raw
 observations as training did (:func:`entityrl.env.stacking.stack_onto`).
+
+The same file carries a second model for a batch of observations in one call, serialized
+and base64-encoded under :data:`BATCHED_KEY` (the one-observation graph above stays the lean
+one for single decisions). Its inputs (:func:`batched_input_specs`), for ``rows``
+observations:
+
+- ``features/<type>``: float32 ``(n, features)``: every observation's entities of that type,
+  observation after observation (``n`` may be 0);
+- ``global_features``: float32 ``(rows, globals)``;
+- ``visible``: bool ``(entities,)``, in the order of the features inputs (type after type);
+- ``slots`` (:data:`SLOTS`): int64 ``(rows, width)``, width at least 1: per observation its
+  entities' numbers in the order of the features inputs, padded with the number of entities.
+  The grid ``(rows, width + 2)`` appends each observation's global token and a padding
+  entity; entity ``j`` of observation ``r`` (numbered type after type within it, as in
+  batches) is at grid position ``r * (width + 2) + j``;
+- ``entity_rows`` (:data:`ENTITY_ROWS`): int64 ``(entities,)``, the observation of each
+  entity (only with global features or translation);
+- ``actors/A``: int64 ``(actors,)`` grid positions of every observation's actors;
+- ``actees/A``: int64 ``(actors, candidates)``, each actor's candidates as grid positions,
+  padded (with any position) to the most of any actor, at least 1;
+- ``mask/A``: bool ``(actors, choices)``, ``(rows, choices)`` for a global action (every row:
+  a row not offered it is ignored), ``(actors, candidates)``, False at the padding;
+- ``state``: float32 ``(rows, size)``, with memory.
+
+Its outputs: ``probs/A`` of the mask's shape (0 where the mask is False), ``mean/A``
+``(actors or rows, components)``, ``std/A`` ``(components,)``, ``value`` ``(rows,)`` and
+``next_state`` ``(rows, size)``.
 
 This module is shared by the exporter and the runtime, and so imports neither torch nor onnx.
 """
@@ -104,6 +132,11 @@ VISIBLE = "visible"
 VALUE = "value"
 STATE = "state"
 NEXT_STATE = "next_state"
+
+SLOTS = "slots"
+ENTITY_ROWS = "entity_rows"
+BATCHED_KEY = "entityrl.batched"
+"""The batched model (see above), serialized and base64-encoded."""
 
 STACK_KEY = "entityrl.stack"
 """Present only in models of stacked runs (``env.stack``): see :func:`stack_metadata`."""
@@ -290,4 +323,60 @@ def output_specs(
     specs.append(TensorSpec(VALUE, "float32", (1,)))
     if state is not None:
         specs.append(TensorSpec(NEXT_STATE, "float32", (state,)))
+    return specs
+
+
+def batched_input_specs(
+    obs_space: ObsSpace, action_space: Mapping[str, ActionSpace], state: int | None = None
+) -> list[TensorSpec]:
+    """Every input the batched model for these spaces (and a state of ``state`` floats, if not
+    None) may take, in the order the exporter passes them."""
+    specs = [
+        TensorSpec(features_input(name), "float32", (f"{name} entities", len(entity.features)))
+        for name, entity in obs_space.entities.items()
+    ]
+    if obs_space.global_features:
+        specs.append(
+            TensorSpec(GLOBAL_FEATURES, "float32", ("rows", len(obs_space.global_features)))
+        )
+    specs.append(TensorSpec(VISIBLE, "bool", ("entities",)))
+    specs.append(TensorSpec(SLOTS, "int64", ("rows", "width")))
+    specs.append(TensorSpec(ENTITY_ROWS, "int64", ("entities",)))
+    for name, space in action_space.items():
+        actors = f"{name} actors"
+        layout = action_layout(name, space)
+        if layout in (Layout.CHOICES, Layout.CANDIDATES, Layout.VALUES):
+            specs.append(TensorSpec(actors_input(name), "int64", (actors,)))
+        if layout is Layout.CANDIDATES:
+            candidates = f"{name} candidates"
+            specs.append(TensorSpec(actees_input(name), "int64", (actors, candidates)))
+            specs.append(TensorSpec(mask_input(name), "bool", (actors, candidates)))
+        elif layout is Layout.CHOICES:
+            specs.append(TensorSpec(mask_input(name), "bool", (actors, choices(space))))
+        elif layout is Layout.GLOBAL:
+            specs.append(TensorSpec(mask_input(name), "bool", ("rows", choices(space))))
+    if state is not None:
+        specs.append(TensorSpec(STATE, "float32", ("rows", state)))
+    return specs
+
+
+def batched_output_specs(
+    action_space: Mapping[str, ActionSpace], state: int | None = None
+) -> list[TensorSpec]:
+    """The batched model's outputs, in the order of :func:`output_specs`."""
+    specs = []
+    for name, space in action_space.items():
+        layout = action_layout(name, space)
+        global_ = layout in (Layout.GLOBAL, Layout.GLOBAL_VALUES)
+        rows = "rows" if global_ else f"{name} actors"
+        if layout.gaussian:
+            specs.append(TensorSpec(mean_output(name), "float32", (rows, choices(space))))
+            specs.append(TensorSpec(std_output(name), "float32", (choices(space),)))
+        elif layout is Layout.CANDIDATES:
+            specs.append(TensorSpec(probs_output(name), "float32", (rows, f"{name} candidates")))
+        else:
+            specs.append(TensorSpec(probs_output(name), "float32", (rows, choices(space))))
+    specs.append(TensorSpec(VALUE, "float32", ("rows",)))
+    if state is not None:
+        specs.append(TensorSpec(NEXT_STATE, "float32", ("rows", state)))
     return specs

@@ -42,12 +42,13 @@ TOLERANCE = 1e-5
 
 
 def assert_same_decisions(agent, policy: OnnxPolicy, observations_) -> None:
-    """Each observation decided alone (with memory: as the first of an episode; see
-    test_memory.py for episodes)."""
-    for obs in observations_:
-        assert_same_decision(
-            policy.decide(obs, new_episode=True), torch_decision(agent, obs)[0], TOLERANCE
-        )
+    """Each observation decided alone, and all of them in one call of the batched model (with
+    memory: each as the first of an episode; see test_export_memory.py for episodes)."""
+    together = policy.decide_batch(observations_, new_episode=True) if observations_ else []
+    for row, obs in enumerate(observations_):
+        want = torch_decision(agent, obs)[0]
+        assert_same_decision(policy.decide(obs, new_episode=True), want, TOLERANCE)
+        assert_same_decision(together[row], want, TOLERANCE)
 
 
 @st.composite
@@ -140,8 +141,8 @@ def test_translation_is_exported(rotation) -> None:
     agent = untrained_agent(obs_space, actions, translation=translation)
     policy = OnnxPolicy(export_bytes(agent))
     check = settings(max_examples=12, deadline=None)(
-        given(observations(obs_space, actions))(
-            lambda obs: assert_same_decisions(agent, policy, [obs])
+        given(st.lists(observations(obs_space, actions), min_size=2, max_size=3))(
+            lambda drawn: assert_same_decisions(agent, policy, drawn)
         )
     )
     check()
@@ -198,7 +199,9 @@ def test_relative_positions_are_exported(per_entity_values: bool, scale: float) 
     agent = untrained_agent(*RELPOS_SPACE, relpos=relpos, n_head=4)
     policy = OnnxPolicy(export_bytes(agent))
     check = settings(max_examples=15, deadline=None)(
-        given(observations(*RELPOS_SPACE))(lambda obs: assert_same_decisions(agent, policy, [obs]))
+        given(st.lists(observations(*RELPOS_SPACE), min_size=2, max_size=3))(
+            lambda drawn: assert_same_decisions(agent, policy, drawn)
+        )
     )
     check()
 
@@ -226,9 +229,9 @@ def test_every_shipped_config_exports_and_decides_as_torch(config_file: Path) ->
             env.seed(seed)
             found.append(env.reset())
     drawn = settings(max_examples=4, deadline=None)(
-        given(any_observations(agent.obs_space, agent.action_space))(
-            lambda obs: assert_same_decisions(agent, policy, [obs])
-        )
+        given(
+            st.lists(any_observations(agent.obs_space, agent.action_space), min_size=2, max_size=3)
+        )(lambda obs: assert_same_decisions(agent, policy, obs))
     )
     drawn()
     assert_same_decisions(agent, policy, found)

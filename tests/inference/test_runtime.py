@@ -306,7 +306,9 @@ def test_act_batch_carries_one_state_per_observation(memory_model: Path) -> None
             for policy, obs, flag in zip(alone, observations, flags, strict=True)
         ]
         assert plain(got) == plain(want)
-        np.testing.assert_array_equal(batched.state, np.concatenate([p.state for p in alone]))
+        # The batched model and the one-observation model round differently.
+        want_state = np.concatenate([p.state for p in alone])
+        np.testing.assert_allclose(batched.state, want_state, atol=1e-5)
 
 
 def test_episodes_that_do_not_continue_are_refused_naming_the_counts(memory_model: Path) -> None:
