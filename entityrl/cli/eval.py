@@ -93,7 +93,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         metavar="RUN|random|MODULE:FUNCTION",
         help="in a multi-player game, play a match against this opponent (a trained agent's "
         "run directory or checkpoint, uniformly random moves, or a scripted player) and report "
-        "win/draw/loss rates and the Elo difference; --episodes counts games",
+        "win/draw/loss rates, the Elo difference and the mean return per seat; --episodes "
+        "counts games",
+    )
+    parser.add_argument(
+        "--exploitability",
+        action="store_true",
+        help="in a two-player zero-sum matrix game (MatrixGame, RockPaperScissorsDuel), report "
+        "the exact NashConv of the agent's strategies in both seats (what best responses gain "
+        "against them, added; 0 at an equilibrium) and NashConv/2 instead of playing",
     )
     parser.add_argument(
         "--seat",
@@ -130,6 +138,8 @@ def run(args: argparse.Namespace) -> int:
             deterministic=args.deterministic,
             seed=args.seed,
         )
+        if args.exploitability:
+            return report_exploitability(agent, args)
         env = make_eval_env(agent, min(args.num_envs, args.episodes), args.seed)
         recording = None
         if args.record is not None:
@@ -195,6 +205,36 @@ def run_match(agent: Agent, env: VecEnv, args: argparse.Namespace) -> int:
     print(
         f"{agent.config.env.id} agent trained {agent.step:,} steps ({agent.path}) against "
         f"{args.opponent}: {result.summary()}"
+    )
+    return 0
+
+
+def report_exploitability(agent: Agent, args: argparse.Namespace) -> int:
+    """``--exploitability``: the exact NashConv of the agent's strategies."""
+    from entityrl.training.agent import make_eval_env
+    from entityrl.training.matrix_games import matrix_game_nash_conv
+
+    others = [
+        flag
+        for flag, given in [
+            ("--opponent", args.opponent is not None),
+            ("--seat", bool(args.seat)),
+            ("--record", args.record is not None),
+            ("--replay", args.replay is not None),
+        ]
+        if given
+    ]
+    if others:
+        raise ValueError(
+            f"--exploitability is computed from the agent's strategies, without playing: it "
+            f"takes no {', '.join(others)}"
+        )
+    with make_eval_env(agent, 1, args.seed) as env:
+        result = matrix_game_nash_conv(agent.net, env, agent.config.env.id)
+    print(
+        f"{agent.config.env.id} agent trained {agent.step:,} steps ({agent.path}): NashConv "
+        f"{result.total:.4f} (row player's best response gains {result.row_gain:.4f}, column "
+        f"player's {result.column_gain:.4f}); NashConv/2 {result.half:.4f}"
     )
     return 0
 

@@ -24,6 +24,7 @@ from entityrl.envs.corridor import Corridor
 from entityrl.envs.count import Count
 from entityrl.envs.floor_is_lava import FloorIsLava
 from entityrl.envs.guarded_exit import GuardedExit
+from entityrl.envs.matrix_game import MatrixGame
 from entityrl.envs.minefield import Minefield
 from entityrl.envs.minesweeper import MineSweeper
 from entityrl.envs.move_to_origin import ContinuousMoveToOrigin, MoveToOrigin
@@ -54,6 +55,7 @@ REGISTRY: dict[str, EnvClass] = {
     "FloorIsLava": FloorIsLava,
     "FourSeason": FourSeason,
     "GuardedExit": GuardedExit,
+    "MatrixGame": MatrixGame,
     "Minefield": Minefield,
     "MineSweeper": MineSweeper,
     "MoveToOrigin": MoveToOrigin,
@@ -287,6 +289,7 @@ __all__ = [
     "Count",
     "FloorIsLava",
     "GuardedExit",
+    "MatrixGame",
     "MineSweeper",
     "Minefield",
     "MoveToOrigin",

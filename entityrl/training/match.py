@@ -3,12 +3,14 @@
 A game is scored from one side (the player's seats against the opponents'): 1 if the best
 return among its seats beats the best among the opponents', 0.5 on a tie, else 0.
 :func:`play_match` plays a number of complete games and reports wins, draws and losses with
-the Elo difference they imply (:func:`entityrl.training.elo.elo_difference`).
+the Elo difference they imply (:func:`entityrl.training.elo.elo_difference`), and the mean
+return of each side per seat the player took (the measure of a game scored by payoff, such as
+a matrix game, where winning more games is not winning more).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Generic, TypeVar
 
@@ -36,10 +38,14 @@ T = TypeVar("T")
 @dataclass
 class GameResult:
     """One finished game from the side of the seats owned by -1: its score against the
-    opponent (index into the seating's opponents) that played the other seats."""
+    opponent (index into the seating's opponents) that played the other seats, the first seat
+    the side played, and the mean return of the side's seats and of the opponent's."""
 
     opponent: int
     score: float
+    seat: int
+    payoff: float
+    opponent_payoff: float
 
 
 def score_games(
@@ -56,17 +62,37 @@ def score_games(
             continue
         mine_best, theirs_best = game_returns[~theirs].max(), game_returns[theirs].max()
         score = 1.0 if mine_best > theirs_best else 0.5 if mine_best == theirs_best else 0.0
-        results.append(GameResult(int(game_owner[theirs][0]), score))
+        results.append(
+            GameResult(
+                int(game_owner[theirs][0]),
+                score,
+                int(np.flatnonzero(~theirs)[0]),
+                float(game_returns[~theirs].mean()),
+                float(game_returns[theirs].mean()),
+            )
+        )
     return results
 
 
 @dataclass
+class SeatPayoff:
+    """The mean return of the player, and of its opponent, over the games in which the player
+    took one seat."""
+
+    games: int
+    payoff: float
+    opponent_payoff: float
+
+
+@dataclass
 class MatchResult:
-    """Wins, draws and losses of the player over the games of a match."""
+    """Wins, draws and losses of the player over the games of a match, and its mean payoff by
+    the seat it played (the player's name; empty for a result made of counts alone)."""
 
     wins: int
     draws: int
     losses: int
+    seats: dict[str, SeatPayoff] = field(default_factory=dict)
 
     @property
     def games(self) -> int:
@@ -83,10 +109,15 @@ class MatchResult:
 
     def summary(self) -> str:
         diff, low, high = self.elo()
+        payoffs = "".join(
+            f"; as {seat!r} ({p.games} games) mean return {p.payoff:+.4g}, the opponent's "
+            f"{p.opponent_payoff:+.4g}"
+            for seat, p in self.seats.items()
+        )
         return (
             f"{self.games} games: won {self.wins / self.games:.1%}, drew "
             f"{self.draws / self.games:.1%}, lost {self.losses / self.games:.1%}; "
-            f"Elo difference {diff:+.0f} (95% interval {low:+.0f} to {high:+.0f})"
+            f"Elo difference {diff:+.0f} (95% interval {low:+.0f} to {high:+.0f}){payoffs}"
         )
 
 
@@ -128,9 +159,24 @@ def play_match(
                 break
     else:
         raise unfinished("the match", games, max_steps)
-    scores = np.array([r.score for r in tally.results()])
+    results = tally.results()
+    scores = np.array([r.score for r in results])
+    by_seat = {
+        env.players[seat]: [r for r in results if r.seat == seat] for seat in sorted(set(seats))
+    }
     return MatchResult(
-        int((scores == 1).sum()), int((scores == 0.5).sum()), int((scores == 0).sum())
+        int((scores == 1).sum()),
+        int((scores == 0.5).sum()),
+        int((scores == 0).sum()),
+        {
+            name: SeatPayoff(
+                len(games),
+                float(np.mean([r.payoff for r in games])),
+                float(np.mean([r.opponent_payoff for r in games])),
+            )
+            for name, games in by_seat.items()
+            if games
+        },
     )
 
 

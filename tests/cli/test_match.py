@@ -5,10 +5,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from entityrl.cli.main import main
-from entityrl.training import Trainer, load_config
+from entityrl.envs import make_vec
+from entityrl.envs.rps_duel import PAYOFF
+from entityrl.training import Trainer, load_agent, load_config
+from entityrl.training.matrix_games import choice_probabilities, exploitability
 
 QUIET = ["log.tensorboard=false", "log.progress=false", "torch_threads=1"]
 
@@ -48,7 +52,24 @@ def test_a_scripted_opponent_and_a_seat(duel_run: Path, capsys) -> None:
     args = ["eval", str(duel_run), "--opponent", "entityrl.envs.rps_duel:always_rock",
             "--seat", "1", "--episodes", "20", "--deterministic"]  # fmt: skip
     assert main(args) == 0
-    assert "always_rock: 20 games" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "always_rock: 20 games" in out
+    # Only seat "1" is played, and always-rock's return is the agent's, negated.
+    payoffs = re.search(
+        r"as '1' \(20 games\) mean return ([-+.\d]+), the opponent's ([-+.\d]+)", out
+    )
+    assert payoffs and float(payoffs[1]) == -float(payoffs[2]) and "as '0'" not in out
+
+
+def test_exploitability_is_the_nash_conv_of_the_agents_strategy(duel_run: Path, capsys) -> None:
+    assert main(["eval", str(duel_run), "--exploitability"]) == 0
+    out = capsys.readouterr().out
+    found = re.search(r"NashConv ([\d.]+) .*NashConv/2 ([\d.]+)", out)
+    assert found, out
+    obs = make_vec("RockPaperScissorsDuel", 1, seed=0).reset().take(np.array([0]))
+    strategy = choice_probabilities(load_agent(duel_run).net, obs, "throw")
+    assert float(found[2]) == pytest.approx(exploitability(strategy, PAYOFF), abs=1e-4)
+    assert float(found[1]) == pytest.approx(2 * float(found[2]), abs=2e-4)
 
 
 @pytest.mark.parametrize(
@@ -58,8 +79,13 @@ def test_a_scripted_opponent_and_a_seat(duel_run: Path, capsys) -> None:
         (["--opponent", "random", "--seat", "9"], "--seat: unknown players ['9']"),
         (["--seat", "0"], "--seat needs --opponent"),
         (["--opponent", "/no/such/run"], "/no/such/run"),
+        (
+            ["--exploitability", "--opponent", "random"],
+            "--exploitability is computed from the agent's strategies, without playing: it "
+            "takes no --opponent",
+        ),
     ],
-    ids=["bad scripted player", "unknown seat", "seat alone", "missing run"],
+    ids=["bad scripted player", "unknown seat", "seat alone", "missing run", "exploitability"],
 )
 def test_bad_match_arguments_are_one_clear_line(duel_run: Path, capsys, extra, message) -> None:
     code = main(["eval", str(duel_run), "--episodes", "4", *extra])
@@ -73,3 +99,11 @@ def test_an_opponent_in_a_one_player_environment_is_refused(solo_run: Path, caps
     code = main(["eval", str(solo_run), "--opponent", "random", "--episodes", "4"])
     assert code == 2
     assert "--opponent and --seat need a multi-player game" in capsys.readouterr().err
+
+
+def test_exploitability_of_a_game_it_cannot_solve_is_one_line(solo_run: Path, capsys) -> None:
+    assert main(["eval", str(solo_run), "--exploitability"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "computed exactly only for two-player matrix games" in err
+    assert "MultiArmedBandit is not one" in err

@@ -25,11 +25,19 @@ SCRIPTED: dict[str, ScriptedFunction] = {
     "PackHunt": pack_hunt_baseline,
     "GuardedExit": guarded_exit_baseline,
 }
-MAX_GAME_STEPS = {"RockPaperScissorsDuel": 1, "CoinDuel": 30, "PackHunt": 50, "GuardedExit": 30}
+MAX_GAME_STEPS = {
+    "MatrixGame": 1,
+    "RockPaperScissorsDuel": 1,
+    "CoinDuel": 30,
+    "PackHunt": 50,
+    "GuardedExit": 30,
+}
 
 
-def test_the_four_games_are_registered() -> None:
-    assert sorted(MULTIPLAYER) == ["CoinDuel", "GuardedExit", "PackHunt", "RockPaperScissorsDuel"]
+def test_the_five_games_are_registered() -> None:
+    assert sorted(MULTIPLAYER) == [
+        "CoinDuel", "GuardedExit", "MatrixGame", "PackHunt", "RockPaperScissorsDuel",
+    ]  # fmt: skip
 
 
 def play_checked(env: MultiPlayerEnvironment, seats: dict[str, ScriptedFunction]) -> int:

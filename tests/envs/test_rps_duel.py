@@ -37,5 +37,5 @@ def test_each_player_is_paid_its_row_of_the_payoff(first: int, second: int) -> N
 def test_a_player_that_does_not_throw_is_refused() -> None:
     env = RockPaperScissorsDuel()
     env.reset()
-    with pytest.raises(ValueError, match="player '1' must throw"):
+    with pytest.raises(ValueError, match="player '1' must pick one of its 3 choices"):
         env.act({"0": throw(0), "1": {}})

@@ -10,15 +10,22 @@ import torch
 from env.player_envs import Bigger, Dropout, pick_zero
 from stop_after import StopAfter
 
+from entityrl.algorithms.self_play.magnet import Magnet
+from entityrl.env import CategoricalAction, Observation
 from entityrl.env.multiplayer_vec import PlayerVecEnv
 from entityrl.envs import make_vec
 from entityrl.envs.rps_duel import PAYOFF
 from entityrl.nn.rogue_net import RogueNet, RogueNetConfig
 from entityrl.training import Trainer, load_agent, load_config
+from entityrl.training.agent import make_eval_env
 from entityrl.training.checkpoint import load_checkpoint
 from entityrl.training.config import ConfigError
 from entityrl.training.match import play_match
-from entityrl.training.matrix_games import choice_probabilities, exploitability
+from entityrl.training.matrix_games import (
+    choice_probabilities,
+    exploitability,
+    matrix_game_nash_conv,
+)
 from entityrl.training.player_sampler import PlayerSampler
 from entityrl.training.players import RandomPlayer, ScriptedPlayer, Seating, import_function
 
@@ -151,3 +158,121 @@ def test_scripted_players_make_legal_moves_in_batched_games(game: str, function:
     scripted = ScriptedPlayer(import_function(f"entityrl.envs.players:{function}"), env)
     result = play_match(scripted, RandomPlayer(env.action_space, seed=0), env, games=24)
     assert result.games == 24
+
+
+def matrix_nash_conv(run_dir: Path) -> float:
+    agent = load_agent(run_dir)
+    with make_eval_env(agent) as env:
+        return matrix_game_nash_conv(agent.net, env, "MatrixGame").total
+
+
+SMALL = ["net.d_model=16", "net.n_layer=1", "rollout.num_envs=64", "rollout.steps=8",
+         "optim.bs=256"]  # fmt: skip
+MAGNET = ["selfplay.mode=magnet", "ppo.ent_coef=0", "ppo.norm_adv=false", *SMALL]
+
+
+@pytest.mark.parametrize(
+    ("extra", "converges"),
+    [(MAGNET, True), (["selfplay.mode=pool", *SMALL], False)],
+    ids=["magnet", "pool"],
+)
+def test_magnetic_self_play_finds_a_skewed_mixed_equilibrium_of_both_seats(
+    tmp_path: Path, extra: list[str], converges: bool
+) -> None:
+    # Equilibrium: both seats play (0.4, 0.6) (NashConv 0; uniform play: 0.5). The pool
+    # chases best responses to snapshots and ends near a pure strategy (about 1.1); the
+    # magnet's policy ends near the equilibrium (about 0.08).
+    payoff = "env.kwargs={payoff: [[2.0, -1.0], [-1.0, 1.0]]}"
+    overrides = [payoff, "total_timesteps=40000", f"log.run_dir={tmp_path}", *extra]
+    Trainer(config(tmp_path, "env.id=MatrixGame", *overrides)).run()
+    if converges:
+        assert matrix_nash_conv(tmp_path) <= 0.1
+    else:
+        assert matrix_nash_conv(tmp_path) > 0.3
+
+
+def test_each_seat_of_a_game_with_unequal_choices_learns_its_own_strategy(tmp_path: Path) -> None:
+    # The row player's third choice dominates; the column player has two choices.
+    payoff = "env.kwargs={payoff: [[0.0, 0.0], [1.0, -1.0], [1.0, 1.0]]}"
+    overrides = [payoff, "total_timesteps=16384", f"log.run_dir={tmp_path}", *MAGNET]
+    Trainer(config(tmp_path, "env.id=MatrixGame", *overrides)).run()
+    agent = load_agent(tmp_path)
+    obs = make_vec("MatrixGame", 1, seed=0, payoff=[[0, 0], [1, -1], [1, 1]]).reset()
+    column = choice_probabilities(agent.net, obs.take(np.array([1])), "choice")
+    assert column[2] == pytest.approx(0.0, abs=1e-6)  # masked
+    assert choice_probabilities(agent.net, obs.take(np.array([0])), "choice")[2] > 0.9
+
+
+def test_a_resumed_magnetic_self_play_run_continues_exactly(tmp_path: Path) -> None:
+    extra = ["total_timesteps=2048", "selfplay.mode=magnet"]
+    Trainer(config(tmp_path / "whole", *extra), Bigger).run()
+    Trainer(config(tmp_path / "parts", *extra), Bigger, callbacks=[StopAfter(4)]).run()
+    Trainer(config(tmp_path / "parts", *extra), Bigger, resume=tmp_path / "parts").run()
+    a, b = load_checkpoint(tmp_path / "whole"), load_checkpoint(tmp_path / "parts")
+    for name, value in a["model"].items():
+        assert value.allclose(b["model"][name], atol=1e-6), name
+    assert a["owned"][0]["magnet"].keys() == a["model"].keys()
+    for name, value in a["owned"][0]["magnet"].items():
+        assert value.allclose(b["owned"][0]["magnet"][name], atol=1e-6), name
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["selfplay.learner_players=[0]"], "must be empty, got '' and \\['0'\\]"),
+        (["net.memory=true"], "cannot train net.memory"),
+        (
+            ["selfplay.magnet_rate=0"],
+            r"magnet_rate must be in \(0, 1\) \(at 1 the magnet is the policy and pulls nowhere\), "
+            "got 0",
+        ),
+        (["selfplay.mode=league"], r"mode must be one of \['pool', 'magnet'\], got 'league'"),
+    ],
+    ids=["learner players", "memory", "rate", "mode"],
+)
+def test_magnet_settings_it_cannot_run_are_named(tmp_path: Path, extra, message) -> None:
+    with pytest.raises((ConfigError, ValueError), match=message):
+        Trainer(config(tmp_path, "selfplay.mode=magnet", *extra), Bigger)
+
+
+def first_choice(obs: Observation) -> dict[str, CategoricalAction]:
+    return {"choice": CategoricalAction([("Player", 0)], np.array([0]))}
+
+
+def test_a_match_reports_the_mean_return_of_each_side_per_seat() -> None:
+    # Both always pick their first choice: the row player wins 0.5 every game.
+    env = make_vec("MatrixGame", 4, seed=0, payoff=[[0.5, 1.0], [-1.0, 0.0]])
+    player = ScriptedPlayer(first_choice, env)
+    opponent = ScriptedPlayer(first_choice, env)
+    result = play_match(player, opponent, env, games=8)
+    assert result.wins + result.losses == 8 and set(result.seats) == {"row", "column"}
+    assert (result.seats["row"].games, result.seats["column"].games) == (4, 4)
+    assert (result.seats["row"].payoff, result.seats["row"].opponent_payoff) == (0.5, -0.5)
+    assert (result.seats["column"].payoff, result.seats["column"].opponent_payoff) == (-0.5, 0.5)
+    assert "as 'row' (4 games) mean return +0.5, the opponent's -0.5" in result.summary()
+    only_column = play_match(player, opponent, env, games=4, seats=[1])
+    assert list(only_column.seats) == ["column"] and only_column.losses == 4
+
+
+def test_the_magnet_penalizes_only_leaving_it_and_follows_a_fraction_of_the_way() -> None:
+    env = make_vec("MatrixGame", 64, seed=0, game=1)
+    net = network(env)  # type: ignore[arg-type]
+    magnet = Magnet(net, coef=0.5, rate=0.25)
+    penalty = magnet.penalty(PlayerSampler(env, net, steps=2).collect())  # type: ignore[arg-type]
+    assert penalty.shape == (2, 128)
+    np.testing.assert_allclose(penalty, 0.0, atol=1e-5)  # the magnet is the policy
+    before = [p.detach().clone() for p in magnet.net.parameters()]
+    with torch.no_grad():
+        net.heads["choice"].proj.bias.add_(torch.tensor([4.0, 0.0, 0.0]))
+    # The policy now nearly always picks 0: the penalty is coef * KL(policy || magnet) on
+    # average, far above 0.
+    penalty = magnet.penalty(PlayerSampler(env, net, steps=2).collect())  # type: ignore[arg-type]
+    assert penalty.mean() > 0.5 * 0.5
+    magnet.follow(net)
+    for (name, old), new in zip(
+        zip([n for n, _ in net.named_parameters()], before, strict=True),
+        magnet.net.parameters(),
+        strict=True,
+    ):
+        shift = 0.25 * torch.tensor([4.0, 0.0, 0.0]) if name == "heads.choice.proj.bias" else 0
+        torch.testing.assert_close(new, old + shift)

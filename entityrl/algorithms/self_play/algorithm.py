@@ -6,6 +6,12 @@ and the current opponent every other seat. The learner is snapshotted into the p
 ``selfplay.snapshot_every`` steps and the opponent changes every ``selfplay.swap_every``;
 finished games update the Elo ratings, logged as ``selfplay/elo``.
 
+With ``selfplay.mode=magnet`` there is no pool: the learner plays every seat of every game
+(both sides of an asymmetric game, told apart by what each seat observes) and each step's
+reward is lowered by how far the policy's action leaves a slowly moving copy of it
+(:mod:`entityrl.algorithms.self_play.magnet`), so the policy settles at a mixed equilibrium
+where the pool's best responses would cycle around it.
+
 With ``net.memory`` the opponent keeps its own state of every row, as the learner does
 (:class:`~entityrl.training.players.PlayerStates`); a new opponent starts with none, and the
 checkpoint keeps the current one's, so a resumed run continues exactly.
@@ -17,16 +23,19 @@ import copy
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import torch
 
 from entityrl.algorithms.base import Context, Iteration
+from entityrl.algorithms.common.rollout import Rollout
 from entityrl.algorithms.ppo.algorithm import PPO
+from entityrl.algorithms.self_play.magnet import Magnet
 from entityrl.algorithms.self_play.pool import OpponentPool, SelfPlayConfig
 from entityrl.env.multiplayer_vec import PlayerVecEnv
 from entityrl.env.vec_obs import VecObs
 from entityrl.training.agent import AgentError
 from entityrl.training.checkpoint import CheckpointError
-from entityrl.training.config import ConfigError
+from entityrl.training.config import ConfigError, TrainConfig
 from entityrl.training.match import load_opponent
 from entityrl.training.player_sampler import PlayerSampler
 from entityrl.training.players import NetworkPlayer, Player, Seating, random_seats
@@ -39,6 +48,24 @@ class SelfPlay(PPO):
     Settings = SelfPlayConfig
     one_process = True
     sampler: PlayerSampler
+
+    @classmethod
+    def check(cls, config: TrainConfig) -> None:
+        super().check(config)
+        settings = config.selfplay
+        if settings.mode != "magnet":
+            return
+        if config.net.memory:
+            raise ConfigError(
+                "selfplay.mode=magnet scores whole rollouts without a recurrent state: it "
+                "cannot train net.memory (set net.memory=false or selfplay.mode=pool)"
+            )
+        if settings.opponent or settings.learner_players:
+            raise ConfigError(
+                "selfplay.mode=magnet plays the learner in every seat: selfplay.opponent and "
+                f"selfplay.learner_players must be empty, got {settings.opponent!r} and "
+                f"{list(settings.learner_players)}"
+            )
 
     def __init__(self, ctx: Context) -> None:
         env = ctx.env
@@ -70,7 +97,14 @@ class SelfPlay(PPO):
         self.last_snapshot = self.last_swap = 0
         self.step = 0
         self.saved_opponent_memory: torch.Tensor | None = None  # see load_state_dict
+        self.magnet: Magnet | None = None
+        self.magnet_mode = config.mode == "magnet"  # make_sampler runs before the magnet exists
+        self.magnet_kl = 0.0  # the latest rollout's mean KL(policy || magnet) estimate
         super().__init__(ctx)
+        if self.magnet_mode:
+            self.magnet = self.own(
+                "magnet", Magnet(ctx.net, config.magnet_coef, config.magnet_rate)
+            )
 
     def make_sampler(self) -> PlayerSampler:
         ctx = self.ctx
@@ -79,8 +113,22 @@ class SelfPlay(PPO):
             ctx.net,
             ctx.config.rollout.steps,
             ctx.generator,
-            seat=self.seat,
+            seat=None if self.magnet_mode else self.seat,
         )
+
+    def begin(self, resumed: bool, pretrained: bool) -> None:
+        super().begin(resumed, pretrained)
+        if self.magnet is not None and not resumed:
+            self.magnet.reset(self.ctx.net)
+
+    def task_rewards(self, rollout: Rollout) -> npt.NDArray[np.float32]:
+        """The task's rewards; with the magnet, less its penalty for leaving the magnet."""
+        rewards = super().task_rewards(rollout)
+        if self.magnet is None:
+            return rewards
+        penalty = self.magnet.penalty(rollout)
+        self.magnet_kl = float(penalty.mean()) / self.magnet.coef
+        return rewards - penalty
 
     def seat(self) -> Seating:
         """This rollout's seats: one per game for the learner, the rest for the opponent."""
@@ -112,6 +160,11 @@ class SelfPlay(PPO):
         return self.fixed if self.fixed is not None else self.opponent
 
     def iterate(self, step: int, lr: float) -> Iteration:
+        if self.magnet is not None:
+            iteration = super().iterate(step, lr)
+            self.magnet.follow(self.ctx.net)
+            iteration.metrics["selfplay/magnet_kl"] = self.magnet_kl
+            return iteration
         config = self.ctx.config.selfplay
         if self.fixed is None and step - self.last_snapshot >= config.snapshot_every:
             self.pool.add(self.ctx.net.state_dict())

@@ -1,6 +1,9 @@
 """Self-play's settings and its pool of opponents: frozen snapshots of the learner, rated by Elo.
 
-The knobs are ML-Agents' (``selfplay`` in the config): a snapshot of the learner every
+Two modes (``selfplay.mode``): ``pool``, the learner against snapshots of itself, and
+``magnet``, the learner in every seat with magnetic mirror descent
+(:mod:`entityrl.algorithms.self_play.magnet`; its knobs ``magnet_coef`` and ``magnet_rate``).
+The pool's knobs are ML-Agents' (``selfplay`` in the config): a snapshot of the learner every
 ``snapshot_every`` steps joins a pool of the latest ``window``; every ``swap_every`` steps the
 opponent changes, to the latest snapshot with probability ``play_latest``, else to one drawn
 uniformly from the pool. Each snapshot keeps the Elo rating the learner had when it was taken,
@@ -18,12 +21,24 @@ import torch
 from entityrl.training.elo import update as elo_update
 
 INITIAL_ELO = 1200.0
+MODES = ("pool", "magnet")
 
 
 @dataclass
 class SelfPlayConfig:
-    """Self-play (algo=selfplay): the learner against snapshots of itself."""
+    """Self-play (algo=selfplay): the learner against snapshots of itself, or against itself
+    with magnetic mirror descent."""
 
+    mode: str = "pool"
+    """``pool``: the learner in one seat of each game, snapshots of it in the others (the
+    knobs below; for games won or lost). ``magnet``: the learner in every seat, pulled towards
+    a slowly moving copy of itself (``magnet_coef``, ``magnet_rate``): its policy converges to
+    an equilibrium of a two-player zero-sum game, mixed ones included."""
+    magnet_coef: float = 0.5
+    """mode=magnet: the weight of KL(policy || magnet), a penalty on the reward per step."""
+    magnet_rate: float = 0.2
+    """mode=magnet: the fraction of the way the magnet's parameters move to the policy's after
+    every update."""
     snapshot_every: int = 20_000
     """Steps between snapshots of the learner added to the pool."""
     window: int = 10
@@ -47,6 +62,15 @@ class SelfPlayConfig:
                 raise ValueError(f"selfplay.{name} must be >= 1, got {getattr(self, name)}")
         if not 0.0 <= self.play_latest <= 1.0:
             raise ValueError(f"selfplay.play_latest must be in [0, 1], got {self.play_latest}")
+        if self.mode not in MODES:
+            raise ValueError(f"selfplay.mode must be one of {list(MODES)}, got {self.mode!r}")
+        if self.magnet_coef <= 0:
+            raise ValueError(f"selfplay.magnet_coef must be > 0, got {self.magnet_coef}")
+        if not 0.0 < self.magnet_rate < 1.0:
+            raise ValueError(
+                "selfplay.magnet_rate must be in (0, 1) (at 1 the magnet is the policy and "
+                f"pulls nowhere), got {self.magnet_rate}"
+            )
         if self.elo_k <= 0:
             raise ValueError(f"selfplay.elo_k must be > 0, got {self.elo_k}")
 

@@ -1,0 +1,153 @@
+"""Self-play on two-player zero-sum matrix games whose only equilibrium is mixed and not
+uniform: the NashConv of the learned strategies, per game and seed.
+
+- the shipped MatrixGame config (``selfplay.mode=magnet``) on every game of
+  :func:`entityrl.training.matrix_games.equilibrium_suite` (2x2 and 3x3, seed 0);
+- the snapshot pool (``selfplay.mode=pool``) with the entropy weight that puts
+  RockPaperScissorsDuel at its uniform equilibrium (``ppo.ent_coef=1``), the same steps, on
+  the first ``--pool-games`` games and the first seed;
+- RockPaperScissorsDuel with its shipped config (pool).
+
+usage: python benchmarks/matrix_equilibria.py [--seeds 1 2 3] [--games 6] [--pool-games 1]
+       [--runs DIR] [--write]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _peer import machine
+from results import replace_section
+
+from entityrl.training import load_agent, load_config, train
+from entityrl.training.agent import make_eval_env
+from entityrl.training.matrix_games import NashConv, equilibrium_suite, matrix_game_nash_conv
+
+QUIET = ["log.tensorboard=false", "log.progress=false", "torch_threads=1"]
+TARGET = 0.02
+POOL = ["selfplay.mode=pool", "ppo.ent_coef=1.0", "selfplay.snapshot_every=2048",
+        "selfplay.swap_every=1024"]  # fmt: skip
+
+
+def trained_nash_conv(env_id: str, run_dir: str, overrides: list[str]) -> tuple[NashConv, float]:
+    """Train ``env_id`` with its shipped config and ``overrides``; the learned strategies'
+    NashConv and the wall time in seconds."""
+    started = time.time()
+    train(env_id, overrides=[f"log.run_dir={run_dir}", *QUIET, *overrides])
+    agent = load_agent(run_dir)
+    with make_eval_env(agent) as env:
+        return matrix_game_nash_conv(agent.net, env, env_id), time.time() - started
+
+
+def suite_table(
+    seeds: list[int], games: int, pool_games: int, tmp: str
+) -> tuple[list[str], list[float]]:
+    rows, shipped = [], []
+    for index, (payoff, equilibrium) in enumerate(equilibrium_suite(games)):
+        runs = [("magnet (shipped)", seed, []) for seed in seeds]
+        if index < pool_games:
+            runs.append(("pool, ppo.ent_coef=1", seeds[0], POOL))
+        for mode, seed, extra in runs:
+            run_dir = f"{tmp}/game{index}-{mode.split()[0]}-{seed}"
+            overrides = [f"env.kwargs={{game: {index}}}", f"seed={seed}", *extra]
+            result, seconds = trained_nash_conv("MatrixGame", run_dir, overrides)
+            if not extra:
+                shipped.append(result.total)
+            eq = " / ".join(
+                " ".join(f"{p:.3f}" for p in s) for s in (equilibrium.row, equilibrium.column)
+            )
+            rows.append(
+                f"| {index} | {payoff.tolist()} | {eq} | {mode} | {seed} | {result.total:.4f} | "
+                f"{result.half:.4f} | {seconds:.0f} |"
+            )
+            print(rows[-1], flush=True)
+    return rows, shipped
+
+
+def rps_table(seeds: list[int], tmp: str) -> list[str]:
+    rows = []
+    for seed in seeds:
+        result, seconds = trained_nash_conv(
+            "RockPaperScissorsDuel", f"{tmp}/rps-{seed}", [f"seed={seed}"]
+        )
+        rows.append(
+            f"| shipped (pool, ppo.ent_coef=1) | {seed} | {result.half:.4f} | {seconds:.0f} |"
+        )
+        print(rows[-1], flush=True)
+    return rows
+
+
+def interval(values: list[float]) -> str:
+    """Median and range."""
+    return f"median {statistics.median(values):.4f}, range {min(values):.4f}-{max(values):.4f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", nargs="*", type=int, default=[1, 2, 3])
+    parser.add_argument("--games", type=int, default=6, help="games of the suite")
+    parser.add_argument(
+        "--pool-games", type=int, default=1, help="games also trained with mode=pool"
+    )
+    parser.add_argument("--runs", type=Path, help="keep the runs in this directory")
+    parser.add_argument("--write", action="store_true", help="update benchmarks/RESULTS.md")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory() as tmp:
+        runs = str(args.runs or tmp)
+        Path(runs).mkdir(parents=True, exist_ok=True)
+        suite, shipped = suite_table(args.seeds, args.games, args.pool_games, runs)
+        rps = rps_table(args.seeds, runs)
+    config = load_config("MatrixGame")
+    load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    seeds = " ".join(map(str, args.seeds))
+    body = "\n".join(
+        [
+            f"Command: `python benchmarks/matrix_equilibria.py --seeds {seeds} --games "
+            f"{args.games} --pool-games {args.pool_games} --write`",
+            "",
+            f"Machine: 2-core shared box ({machine()}); torch threads 1; load at the end: {load}.",
+            "",
+            f"The suite: `equilibrium_suite({args.games})` (payoffs uniform in [-1, 1], 2x2 and "
+            "3x3 in turn, kept if the only equilibrium plays every choice with probability >= "
+            "0.1 and is >= 0.1 from uniform). NashConv: the sum of both seats' best-response "
+            "gains against the learned strategies (exact; 0 at the equilibrium); NashConv/2 is "
+            f"OpenSpiel's exploitability. Shipped config: {config.total_timesteps:,} steps, "
+            f"selfplay.magnet_coef={config.selfplay.magnet_coef}, "
+            f"magnet_rate={config.selfplay.magnet_rate}, {config.rollout.num_envs} games x "
+            f"{config.rollout.steps} steps per rollout. Target: NashConv <= {TARGET} on every "
+            "game.",
+            "",
+            "| game | payoff | equilibrium (row / column) | mode | seed | NashConv | NashConv/2 "
+            "| wall time (s) |",
+            "|---|---|---|---|---|---|---|---|",
+            *suite,
+            "",
+            f"Shipped config over {len(shipped)} runs: NashConv {interval(shipped)}; "
+            f"{sum(v <= TARGET for v in shipped)} of {len(shipped)} runs <= {TARGET}.",
+            "",
+            "RockPaperScissorsDuel (exploitability = NashConv/2, what a best response wins):",
+            "",
+            "| config | seed | exploitability | wall time (s) |",
+            "|---|---|---|---|",
+            *rps,
+        ]
+    )
+    print(body)
+    if args.write:
+        replace_section(
+            "Matrix-game equilibria by self-play (benchmarks/matrix_equilibria.py)", body
+        )
+
+
+if __name__ == "__main__":
+    main()
