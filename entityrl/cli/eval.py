@@ -99,9 +99,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--exploitability",
         action="store_true",
-        help="in a two-player zero-sum matrix game (MatrixGame, RockPaperScissorsDuel), report "
-        "the exact NashConv of the agent's strategies in both seats (what best responses gain "
-        "against them, added; 0 at an equilibrium) and NashConv/2 instead of playing",
+        help="in a two-player zero-sum matrix game (MatrixGame, RockPaperScissorsDuel) or a "
+        "small OpenSpiel game (openspiel:kuhn_poker), report the exact NashConv of the agent's "
+        "strategies in both seats (what best responses gain against them, added; 0 at an "
+        "equilibrium) and NashConv/2 instead of playing",
     )
     parser.add_argument(
         "--seat",
@@ -210,7 +211,8 @@ def run_match(agent: Agent, env: VecEnv, args: argparse.Namespace) -> int:
 
 
 def report_exploitability(agent: Agent, args: argparse.Namespace) -> int:
-    """``--exploitability``: the exact NashConv of the agent's strategies."""
+    """``--exploitability``: the exact NashConv of the agent's strategies (a matrix game's, or
+    an OpenSpiel game's through OpenSpiel's best responses)."""
     from entityrl.training.agent import make_eval_env
     from entityrl.training.matrix_games import matrix_game_nash_conv
 
@@ -229,10 +231,20 @@ def report_exploitability(agent: Agent, args: argparse.Namespace) -> int:
             f"--exploitability is computed from the agent's strategies, without playing: it "
             f"takes no {', '.join(others)}"
         )
+    env_id = agent.config.env.id
+    if env_id.startswith("openspiel:"):
+        from entityrl.interop.openspiel import exploitability
+
+        half = exploitability(agent, env_id, **agent.config.env.kwargs)
+        print(
+            f"{env_id} agent trained {agent.step:,} steps ({agent.path}): exploitability "
+            f"(NashConv/2, OpenSpiel's exact best responses) {half:.4f}; NashConv {2 * half:.4f}"
+        )
+        return 0
     with make_eval_env(agent, 1, args.seed) as env:
-        result = matrix_game_nash_conv(agent.net, env, agent.config.env.id)
+        result = matrix_game_nash_conv(agent.net, env, env_id)
     print(
-        f"{agent.config.env.id} agent trained {agent.step:,} steps ({agent.path}): NashConv "
+        f"{env_id} agent trained {agent.step:,} steps ({agent.path}): NashConv "
         f"{result.total:.4f} (row player's best response gains {result.row_gain:.4f}, column "
         f"player's {result.column_gain:.4f}); NashConv/2 {result.half:.4f}"
     )

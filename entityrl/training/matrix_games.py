@@ -194,7 +194,8 @@ def matrix_game_nash_conv(net: RogueNet, env: VecEnv, name: str) -> NashConv:
     if not isinstance(payoff, np.ndarray) or not isinstance(action, str):
         raise ValueError(
             f"exploitability is computed exactly only for two-player matrix games (MatrixGame, "
-            f"RockPaperScissorsDuel); {name} is not one"
+            f"RockPaperScissorsDuel) and small OpenSpiel games (openspiel:NAME); {name} is "
+            "neither"
         )
     obs = env.reset()  # rows game by game, each game's row player first
     row = choice_probabilities(net, obs.take(np.array([0])), action)[: payoff.shape[0]]

@@ -106,4 +106,4 @@ def test_exploitability_of_a_game_it_cannot_solve_is_one_line(solo_run: Path, ca
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert "computed exactly only for two-player matrix games" in err
-    assert "MultiArmedBandit is not one" in err
+    assert "MultiArmedBandit is neither" in err

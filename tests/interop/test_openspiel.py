@@ -15,6 +15,7 @@ from open_spiel.python.algorithms import cfr
 from open_spiel.python.algorithms import exploitability as openspiel_exploitability
 
 from entityrl.algorithms.common.optimizer import OptimConfig, adam
+from entityrl.cli.main import main
 from entityrl.env import Batcher, GlobalCategoricalAction, RandomPolicy
 from entityrl.envs import make_vec
 from entityrl.interop import openspiel
@@ -205,11 +206,17 @@ def test_exploitability_refuses_what_it_cannot_compute(monkeypatch: pytest.Monke
     assert "selfplay.opponent=RUN_DIR" in message and "\n" not in message
 
 
-def test_self_play_trains_on_kuhn_poker_from_its_registry_name(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_self_play_trains_on_kuhn_poker_from_its_registry_name(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
     train(
         "openspiel:kuhn_poker",
         overrides=[f"log.run_dir={tmp_path}", "total_timesteps=4096", "seed=1",
                    "torch_threads=1", "log.tensorboard=false", "log.progress=false"],
     )  # fmt: skip
     # Uniform play is exploitable by 0.458; 4,096 steps of self-play already do better.
-    assert exploitability(tmp_path, "openspiel:kuhn_poker") < 0.35
+    value = exploitability(tmp_path, "openspiel:kuhn_poker")
+    assert value < 0.35
+    # The command line reports the same figure.
+    capsys.readouterr()
+    assert main(["eval", str(tmp_path), "--exploitability"]) == 0
+    line = capsys.readouterr().out
+    assert f"exploitability (NashConv/2, OpenSpiel's exact best responses) {value:.4f}" in line
