@@ -32,13 +32,13 @@ EPISODES = 400
 
 
 def run(
-    path: Path,
+    path: Path | None,
     threads: int,
     overrides: Sequence[str] = (),
     callbacks: Sequence[Callback] = (),
     episodes: int = EPISODES,
 ) -> dict[str, Any]:
-    """Train ``path``'s config and evaluate the final agent on ``episodes`` episodes: its mean
+    """Train ``path``'s config (None: the defaults) and evaluate the final agent on ``episodes`` episodes: its mean
     return (``reached``), its success rate when the environment reports ``success``, and the
     mean of every metric (``metrics``); ``steps`` as trained (a run may stop before
     ``total_timesteps``)."""
@@ -57,7 +57,7 @@ def run(
     success = evaluation.mean("success") if "success" in evaluation.metrics else float("nan")
     return {
         "env": config.env.id,
-        "config": path.name,
+        "config": path.name if path else "(defaults)",
         "steps": result.steps,
         "target": config.target_return if config.target_return is not None else float("nan"),
         "reached": evaluation.mean(),

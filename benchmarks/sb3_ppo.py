@@ -3,8 +3,13 @@
 Not part of entityrl (it imports no entityrl code): benchmarks/external.py starts it with the
 Python of a venv holding stable-baselines3 (and minigrid for the MiniGrid tasks, crafter for
 Crafter) and reads the one JSON line it prints: the training wall time, the steps trained, the
-final agent's mean return and success rate over fresh episodes (sampled actions), on Crafter
+final agent's mean return and success rate over fresh episodes (sampled actions; also with
+its most probable actions, as RL Zoo's benchmark evaluates: ``greedy_*``), on Crafter
 the rate at which those episodes unlocked each achievement, and the learning curve.
+
+With ``--defaults`` it trains as a new SB3 user would: ``PPO("MlpPolicy", env)`` on one
+environment with SB3's default hyperparameters, for any Gymnasium id (MiniGrid's dict
+observation flattened by ``FlatObsWrapper``, as RL Zoo does; nothing normalized).
 
 Like entityrl's periodic evaluation, every ``--eval-interval`` steps the agent plays
 ``--eval-episodes`` episodes with sampled actions; the curve records (steps, seconds, mean
@@ -90,8 +95,13 @@ class CrafterImage(gymnasium.Env):  # type: ignore[type-arg]
 gymnasium.register("Crafter", entry_point=CrafterImage)
 
 
-def make_env(env_id: str, n: int, seed: int) -> VecEnv:
-    spec = ZOO[env_id]
+def defaults(env_id: str) -> dict[str, Any]:
+    """SB3's defaults: one environment, MlpPolicy, PPO's own hyperparameters."""
+    wrapper = "FlatObsWrapper" if env_id.startswith("MiniGrid") else None
+    return {"n_envs": 1, "wrapper": wrapper, "normalize": False, "kwargs": {}}
+
+
+def make_env(spec: dict[str, Any], env_id: str, n: int, seed: int) -> VecEnv:
     wrapper = None
     if spec["wrapper"]:
         import minigrid.wrappers
@@ -100,9 +110,12 @@ def make_env(env_id: str, n: int, seed: int) -> VecEnv:
     return make_vec_env(env_id, n_envs=n, seed=seed, wrapper_class=wrapper)
 
 
-def play(model: PPO, env: VecEnv, episodes: int) -> tuple[float, float, dict[str, float]]:
+def play(
+    model: PPO, env: VecEnv, episodes: int, deterministic: bool = False
+) -> tuple[float, float, dict[str, float]]:
     """Mean return, success rate (return > 0: MiniGrid rewards only reaching the goal) and,
-    on Crafter, each achievement's unlock rate, of ``episodes`` episodes with sampled actions."""
+    on Crafter, each achievement's unlock rate, of ``episodes`` episodes with sampled actions
+    (``deterministic``: the most probable ones)."""
     unlocked: list[dict[str, int]] = []
 
     def record(step: dict[str, Any], _: dict[str, Any]) -> None:
@@ -110,7 +123,7 @@ def play(model: PPO, env: VecEnv, episodes: int) -> tuple[float, float, dict[str
             unlocked.append(step["info"]["achievements"])
 
     returns, _ = evaluate_policy(
-        model, env, n_eval_episodes=episodes, deterministic=False, return_episode_rewards=True,
+        model, env, n_eval_episodes=episodes, deterministic=deterministic, return_episode_rewards=True,
         callback=record,
     )  # fmt: skip
     returns = np.asarray(returns, dtype=np.float64)
@@ -152,7 +165,8 @@ class PeriodicEvaluation(BaseCallback):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--env", default="CartPole-v1", choices=sorted(ZOO))
+    parser.add_argument("--env", default="CartPole-v1", help=f"tuned: {', '.join(ZOO)}")
+    parser.add_argument("--defaults", action="store_true", help="SB3's defaults, not RL Zoo's")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--steps", type=int, default=100_000)
     parser.add_argument("--episodes", type=int, default=400)
@@ -162,10 +176,10 @@ def main() -> None:
     parser.add_argument("--stop-at", type=float, default=float("inf"))
     args = parser.parse_args()
     torch.set_num_threads(1)
-    spec = ZOO[args.env]
+    spec = defaults(args.env) if args.defaults else ZOO[args.env]
     started = time.time()  # as entityrl's time: from building the environments on
-    env = make_env(args.env, spec["n_envs"], args.seed)
-    eval_env = make_env(args.env, args.eval_episodes, args.seed + 10_000)  # one episode each
+    env = make_env(spec, args.env, spec["n_envs"], args.seed)
+    eval_env = make_env(spec, args.env, args.eval_episodes, args.seed + 10_000)  # one episode each
     if spec["normalize"]:
         env = VecNormalize(env)
         eval_env = VecNormalize(eval_env, training=False, norm_reward=False)
@@ -177,11 +191,12 @@ def main() -> None:
     )
     model.learn(total_timesteps=args.steps, callback=callback)
     seconds = time.time() - started
-    final_env = make_env(args.env, 16, 12345)
+    final_env = make_env(spec, args.env, 16, 12345)
     if spec["normalize"]:
         final_env = VecNormalize(final_env, training=False, norm_reward=False)
         sync_envs_normalization(env, final_env)
     reached, success, achievements = play(model, final_env, args.episodes)
+    greedy_reached, greedy_success, _ = play(model, final_env, args.episodes, deterministic=True)
     print(
         json.dumps(
             {
@@ -189,6 +204,8 @@ def main() -> None:
                 "seconds": seconds,
                 "reached": reached,
                 "success": success,
+                "greedy_reached": greedy_reached,
+                "greedy_success": greedy_success,
                 "achievements": achievements,
                 "curve": callback.curve,
             }

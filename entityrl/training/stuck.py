@@ -108,8 +108,8 @@ class StuckDetector(Callback):
                 signs["explained_variance"] = (
                     "the value function's explained variance stayed below "
                     f"{cfg.explained_variance_below} for {self.low_variance_updates} updates: it "
-                    "predicts nothing of the returns. Try ppo.norm_reward=true (returns far "
-                    "from 1), longer rollouts (rollout.steps) or a lower optim.lr"
+                    "predicts nothing of the returns. Try longer rollouts (rollout.steps), "
+                    "a lower optim.lr, or ppo.norm_reward=true if you turned reward scaling off"
                 )
         episode_return = metrics.get("episode/episode_return")
         if episode_return is not None:

@@ -34,6 +34,7 @@ class POCA(PPO):
     name = "poca"
     Settings = POCAConfig
     one_process = True
+    scales_rewards = False  # ppo.norm_reward=true is refused: not supported yet
 
     @classmethod
     def check(cls, config: TrainConfig) -> None:

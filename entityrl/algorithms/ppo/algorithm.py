@@ -3,7 +3,7 @@ learn from, estimate advantages, then take ``ppo.update_epochs`` passes of minib
 the clipped surrogate loss (:mod:`entityrl.algorithms.ppo.loss`).
 
 The rewards GAE sees are the environment's, divided by the running scale of the return with
-``ppo.norm_reward`` (:mod:`entityrl.algorithms.common.reward_scale`), plus RND's exploration bonus with
+``ppo.norm_reward`` (on by default; :mod:`entityrl.algorithms.common.reward_scale`), plus RND's exploration bonus with
 ``rnd.coef`` (:mod:`entityrl.algorithms.rnd`). With ``bc.strength``, behaviour-cloning steps on
 recorded demonstrations follow each update (:mod:`entityrl.training.demonstrations`).
 Subclasses change where the task's rewards come from (:class:`~.gail.GAIL`).
@@ -31,13 +31,18 @@ class PPO(OnPolicyAlgorithm):
 
     name = "ppo"
     Settings = PPOConfig
+    scales_rewards = True
+    """Whether ``ppo.norm_reward=null`` (the default) scales the rewards."""
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         config = ctx.config
         num_envs = self.sampler.num_rows
+        norm_reward = config.ppo.norm_reward
         self.reward_scaler = (
-            RewardScaler(num_envs, config.ppo.gamma) if config.ppo.norm_reward else None
+            RewardScaler(num_envs, config.ppo.gamma)
+            if (self.scales_rewards if norm_reward is None else norm_reward)
+            else None
         )
         self.rnd = (
             RND(ctx.env.obs_space, config.rnd, config.optim, num_envs, ctx.reducer)

@@ -40,9 +40,11 @@ class PPOConfig:
     """Anneal the entropy coefficient linearly to 0 over training."""
     vf_coef: float = 0.5
     """Value loss coefficient."""
-    norm_reward: bool = False
-    """Divide rewards by the running standard deviation of the discounted return (for
-    environments whose rewards are large or small; logged returns stay unscaled)."""
+    norm_reward: bool | None = None
+    """Divide rewards by the running standard deviation of the discounted return, so returns
+    of any size reach the value function at about unit scale (logged returns stay unscaled).
+    null: on, except for algorithms that do not support it (algo=poca); false: off. On by
+    default since the robustness suite (benchmarks/RESULTS.md, "Robustness suite")."""
     target_kl: float | None = None
     """Stop the update epochs of an iteration early once the approximate KL exceeds this."""
     update_epochs: int = 3
