@@ -12,7 +12,29 @@ statistics), and a ring all-reduce estimate of the update's communication time a
 processes for a network of a given bandwidth and latency.
 Writes the section "Data-parallel scaling" of RESULTS.md.
 
+With ``--sampling``: synchronous against asynchronous sampling (``rollout.mode``, issue 31).
+First the slow simulator (``env.id=Slow``: CherryPick whose every step waits
+``--step-ms`` milliseconds), samples/s (the median ``perf/sps`` of the iterations after the
+first) against the number of worker processes in each mode (one worker in sync mode steps
+the environments in the training process; async needs two or more). Then the CPU-bound
+environments of ``--learning-envs`` on their shipped configs, sync against async with
+``--learning-processes`` workers: samples/s, the return at the end and the steps at which the
+mean return first reached the config's target_return. One thread per process
+(``torch_threads=1``). Writes the section "Asynchronous sampling (issue #31)" of RESULTS.md
+(or ``--section``'s).
+
+With ``--ray``: the slow simulator's samples/s against ``--workers`` with local worker
+processes (sync) and with Ray actors (``rollout.backend=ray``, a Ray instance started on this
+machine by each run; sync and async), the iterations' median ``perf/sps`` after the first.
+Writes the section "Ray actors as environment workers (issue #31)" of RESULTS.md. Run it in a
+network namespace with only loopback, so that Ray binds to nothing else:
+``unshare --net sh -c 'ip link set lo up && python benchmarks/scaling.py --ray ...'``.
+
 usage: python benchmarks/scaling.py [--env CherryPick] [--world-sizes 1 2] [--runs 3]
+       python benchmarks/scaling.py --sampling [--workers 1 2 4 8 16] [--step-ms 2]
+           [--iterations 6] [--learning-envs CherryPick] [--learning-processes 2] [--runs 1]
+           [--light-learner ppo.update_epochs=1] [--section TITLE]
+       python benchmarks/scaling.py --ray [--workers 1 2 4 8] [--step-ms 2] [--iterations 4]
 """
 
 from __future__ import annotations
@@ -41,21 +63,70 @@ BANDWIDTH = 10e9 / 8
 LATENCY = 50e-6
 
 
-def run(env: str, world_size: int, seed: int, target: float) -> dict[str, float]:
+def train(env: str, *overrides: str) -> tuple[list[dict[str, float]], float, float]:
+    """The metrics.jsonl rows of ``entityrl train env *overrides`` in a subprocess, and the
+    times it started and finished."""
     with tempfile.TemporaryDirectory() as tmp:
-        command = [sys.executable, "-m", "entityrl", "train", env, f"world_size={world_size}",
-                   f"seed={seed}", "log.progress=false", "log.tensorboard=false",
-                   f"log.run_dir={tmp}/run"]  # fmt: skip
+        command = [sys.executable, "-m", "entityrl", "train", env, *overrides,
+                   "log.progress=false", "log.tensorboard=false", f"log.run_dir={tmp}/run"]  # fmt: skip
         started = time.time()
         subprocess.run(command, check=True, capture_output=True, env=dict(os.environ))
         finished = time.time()
         rows = [json.loads(line) for line in Path(tmp, "run/metrics.jsonl").read_text().split("\n")
                 if line.strip()]  # fmt: skip
+    return rows, started, finished
+
+
+def run(env: str, world_size: int, seed: int, target: float) -> dict[str, float]:
+    rows, started, finished = train(env, f"world_size={world_size}", f"seed={seed}")
     reached = [r["time"] for r in rows if r.get("episode/episode_return", -1e9) >= target]
     return {
         "sps": statistics.median(r["perf/sps"] for r in rows[1:]),
         "to_target": (reached[0] - started) if reached else float("nan"),
         "seconds": finished - started,
+    }
+
+
+def slow_sps(
+    mode: str,
+    workers: int,
+    step_ms: float,
+    iterations: int,
+    learner: list[str],
+    backend: str = "local",
+) -> dict[str, float]:
+    """Samples/s of the slow simulator with ``workers`` workers (``backend``'s) in ``mode``,
+    the learner's settings changed by the overrides ``learner``."""
+    config = load_config("CherryPick")
+    rows, _, _ = train(
+        "CherryPick", "env.id=Slow", f"env.kwargs.step_ms={step_ms}", f"rollout.mode={mode}",
+        f"rollout.processes={workers}", f"rollout.backend={backend}", "torch_threads=1",
+        f"total_timesteps={iterations * config.batch_size}", *learner,
+    )  # fmt: skip
+    later = rows[1:]
+    return {
+        "sps": statistics.median(r["perf/sps"] for r in later),
+        "wait": statistics.median(r.get("perf/wait_seconds", 0.0) for r in later),
+        "update": statistics.median(r["perf/update_seconds"] for r in later),
+    }
+
+
+def learning(env: str, mode: str, processes: int, seed: int) -> dict[str, float]:
+    """Samples/s, final return and steps to the target of ``env``'s shipped config."""
+    target = load_config(env).target_return
+    rows, started, finished = train(
+        env, f"rollout.mode={mode}", f"rollout.processes={processes}", f"seed={seed}",
+        "torch_threads=1",
+    )  # fmt: skip
+    returns = [r for r in rows if "episode/episode_return" in r]
+    reached = [r["step"] for r in returns if r["episode/episode_return"] >= (target or math.inf)]
+    lags = [r["async/abs_log_ratio"] for r in rows if "async/abs_log_ratio" in r]
+    return {
+        "sps": statistics.median(r["perf/sps"] for r in rows[1:]),
+        "final": statistics.mean(r["episode/episode_return"] for r in returns[-5:]),
+        "to_target": reached[0] if reached else math.nan,
+        "seconds": finished - started,
+        "abs_log_ratio": statistics.mean(lags) if lags else math.nan,
     }
 
 
@@ -87,12 +158,157 @@ def ring_seconds(nbytes: float, ranks: int, messages: int) -> float:
     return steps / ranks * nbytes / BANDWIDTH + messages * steps * LATENCY
 
 
+SAMPLING_SECTION = "Asynchronous sampling (issue #31)"
+
+
+def sampling(args: argparse.Namespace) -> None:
+    """Sync against async sampling: the slow simulator's samples/s, then learning."""
+    load_before = os.getloadavg()
+    command = (
+        f"python benchmarks/scaling.py --sampling --workers {' '.join(map(str, args.workers))} "
+        f"--step-ms {args.step_ms:g} --iterations {args.iterations} --learning-envs "
+        f"{' '.join(args.learning_envs)} --learning-processes {args.learning_processes} "
+        f"--runs {args.runs}"
+    )
+    if args.light_learner:
+        command += f" --light-learner {' '.join(args.light_learner)}"
+    if args.section != SAMPLING_SECTION:
+        command += f" --section '{args.section}'"
+    lines = [
+        f"Command: `{command}`",
+        f"Machine: {machine()}; load average {load_before[0]:.1f} before the run (1-minute).",
+    ]
+    if args.workers:
+        lines += slow_table(args)
+    if args.learning_envs:
+        lines += learning_table(args)
+    replace_section(args.section, "\n".join(lines))
+
+
+def slow_table(args: argparse.Namespace) -> list[str]:
+    """Samples/s of the slow simulator against the workers, sync and async."""
+    lines = [
+        "",
+        f"**Slow simulator** (`env.id=Slow env.kwargs.step_ms={args.step_ms:g}`: CherryPick "
+        f"whose every step first sleeps {args.step_ms:g} ms), CherryPick's shipped config "
+        f"otherwise, one torch thread per process, {args.iterations} iterations per run; "
+        "samples/s is the median `perf/sps` of the iterations after the first, `wait` the "
+        "learner's median wait for the workers after its update (async), `update` its update.",
+        "",
+        "| learner | workers | sync samples/s | async samples/s | sync x 1 worker "
+        "| async x 1 worker | async update (s) | async wait (s) |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for learner in ([], args.light_learner) if args.light_learner else ([],):
+        name = " ".join(learner) or "shipped"
+        base = None
+        for workers in args.workers:
+            sync = slow_sps("sync", workers, args.step_ms, args.iterations, learner)
+            base = base or sync["sps"]
+            line = f"| {name} | {workers} | {sync['sps']:,.0f} "
+            if workers >= 2:
+                fast = slow_sps("async", workers, args.step_ms, args.iterations, learner)
+                line += (
+                    f"| {fast['sps']:,.0f} | {sync['sps'] / base:.1f}x "
+                    f"| {fast['sps'] / base:.1f}x | {fast['update']:.2f} | {fast['wait']:.2f} |"
+                )
+            else:
+                line += f"| (needs 2) | {sync['sps'] / base:.1f}x | - | - | - |"
+            print(line, flush=True)
+            lines.append(line)
+    return lines
+
+
+def learning_table(args: argparse.Namespace) -> list[str]:
+    """Sync against async on the shipped configs of ``args.learning_envs``."""
+    lines = [
+        "",
+        f"**Learning, CPU-bound** (shipped configs, {args.learning_processes} worker "
+        f"processes, one torch thread each, seeds 1-{args.runs}): samples/s, the mean of the "
+        "last five logged episode returns, the step at which the logged mean return first "
+        "reached the config's target_return, and (async) the mean |log ratio| of learner to "
+        "acting policy per row.",
+        "",
+        "| env | mode | seed | samples/s | final return | steps to target | whole run (s) "
+        "| mean abs log ratio |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for env in args.learning_envs:
+        for seed in range(1, args.runs + 1):
+            for mode in ("sync", "async"):
+                a = learning(env, mode, args.learning_processes, seed)
+                line = (
+                    f"| {env} | {mode} | {seed} | {a['sps']:,.0f} | {a['final']:.3f} "
+                    f"| {a['to_target']:,.0f} | {a['seconds']:.0f} | {a['abs_log_ratio']:.3f} |"
+                )
+                print(line, flush=True)
+                lines.append(line)
+    return lines
+
+
+RAY_SECTION = "Ray actors as environment workers (issue #31)"
+
+
+def ray_sampling(args: argparse.Namespace) -> None:
+    """The slow simulator's samples/s with local worker processes and with Ray actors."""
+    load_before = os.getloadavg()
+    workers = " ".join(map(str, args.workers))
+    lines = [
+        "Command: `unshare --net sh -c 'ip link set lo up && python benchmarks/scaling.py "
+        f"--ray --workers {workers} --step-ms {args.step_ms:g} --iterations {args.iterations}'`",
+        f"Machine: {machine()} (the 2-core shared box); load average {load_before[0]:.1f} "
+        "before the run (1-minute). One run per cell.",
+        "",
+        f"**Slow simulator** (`env.id=Slow env.kwargs.step_ms={args.step_ms:g}`), CherryPick's "
+        f"shipped config otherwise, one torch thread per process, {args.iterations} "
+        "iterations per run; samples/s is the median `perf/sps` of the iterations after the "
+        "first. Ray: `rollout.backend=ray`, a Ray instance started on this machine by each "
+        "run, one actor per worker.",
+        "",
+        "| workers | local sync | Ray sync | Ray async | Ray sync / local sync |",
+        "| ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for n in args.workers:
+        local = slow_sps("sync", n, args.step_ms, args.iterations, [])["sps"]
+        ray = slow_sps("sync", n, args.step_ms, args.iterations, [], backend="ray")["sps"]
+        fast = (
+            f"{slow_sps('async', n, args.step_ms, args.iterations, [], backend='ray')['sps']:,.0f}"
+            if n >= 2
+            else "(needs 2)"
+        )
+        line = f"| {n} | {local:,.0f} | {ray:,.0f} | {fast} | {ray / local:.2f} |"
+        print(line, flush=True)
+        lines.append(line)
+    lines.append(f"\nLoad average after the run: {os.getloadavg()[0]:.1f} (1-minute).")
+    replace_section(RAY_SECTION, "\n".join(lines))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--env", default="CherryPick")
     parser.add_argument("--world-sizes", nargs="+", type=int, default=[1, 2])
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--sampling", action="store_true", help="sync against async sampling")
+    parser.add_argument("--ray", action="store_true", help="local workers against Ray actors")
+    parser.add_argument("--workers", nargs="*", type=int, default=[1, 2, 4, 8, 16])
+    parser.add_argument("--step-ms", type=float, default=2.0)
+    parser.add_argument("--iterations", type=int, default=6)
+    parser.add_argument("--learning-envs", nargs="*", default=["CherryPick"])
+    parser.add_argument("--learning-processes", type=int, default=2)
+    parser.add_argument("--section", default=SAMPLING_SECTION, help="RESULTS.md section")
+    parser.add_argument(
+        "--light-learner",
+        nargs="*",
+        default=[],
+        help="overrides for a second slow-simulator table with a cheaper update",
+    )
     args = parser.parse_args()
+    if args.sampling:
+        sampling(args)
+        return
+    if args.ray:
+        ray_sampling(args)
+        return
     config = load_config(args.env)
     target = config.target_return
     if target is None:

@@ -20,6 +20,7 @@ import torch
 from entityrl.algorithms.base import Algorithm, Context, Iteration
 from entityrl.algorithms.common.rollout import Rollout
 from entityrl.env.vec_obs import VecObs
+from entityrl.training.async_sampler import AsyncSampler
 from entityrl.training.sampler import Sampler, make_sampler
 
 
@@ -35,7 +36,10 @@ class OnPolicyAlgorithm(Algorithm):
     def make_sampler(self) -> Sampler:
         """Where the rollouts come from."""
         ctx = self.ctx
-        return make_sampler(ctx.env, ctx.net, ctx.config.rollout.steps, ctx.rng, ctx.generator)
+        steps = ctx.config.rollout.steps
+        if ctx.config.rollout.mode == "async":
+            return AsyncSampler(ctx.env, ctx.net, steps, ctx.rng, ctx.config.optim.bs)
+        return make_sampler(ctx.env, ctx.net, steps, ctx.rng, ctx.generator)
 
     def begin(self, resumed: bool, pretrained: bool) -> None:
         if not resumed and not pretrained:
@@ -55,6 +59,7 @@ class OnPolicyAlgorithm(Algorithm):
         self.ctx.net.update_normalizers(rollout.obs, self.ctx.combine)
         metrics["perf/rollout_seconds"] = collected - started
         metrics["perf/update_seconds"] = time.perf_counter() - collected
+        metrics.update(self.sampler.after_update())
         return Iteration(rollout.num_rows, metrics, rollout.metrics)
 
     def restore_environments(self, obs: VecObs) -> None:

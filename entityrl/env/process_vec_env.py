@@ -77,6 +77,68 @@ def _is_workers(filename: str) -> bool:
     return path.is_relative_to(_PACKAGE) and not path.is_relative_to(_ENVIRONMENTS)
 
 
+class WorkerEnvs:
+    """One worker's share of the environments and its answers to the parent's requests, as
+    ``(status, payload)`` with status ``ok``, ``invalid`` (the environment broke a rule: the
+    message says all) or ``error`` (an exception: :func:`_failure`'s description). The same
+    for a worker process (:func:`_worker`) and a Ray actor (:mod:`entityrl.env.ray_vec_env`).
+    :attr:`started` is the answer to building the environments; ``envs`` is None if that
+    failed."""
+
+    def __init__(
+        self,
+        make_env: EnvFactory,
+        num_envs: int,
+        seed: int | None,
+        seed_offset: int,
+        validate: bool,
+        wrap: Callable[[VecEnv], VecEnv] | None,
+    ) -> None:
+        self.envs: VecEnv | None = None
+        try:
+            envs: VecEnv = SerialVecEnv(
+                make_env, num_envs, seed, validate=validate, seed_offset=seed_offset
+            )
+            self.envs = envs if wrap is None else wrap(envs)
+            self.started: tuple[str, Any] = (
+                "ok",
+                (self.envs.obs_space, self.envs.action_space),
+            )
+        except EnvValidationError as err:
+            self.started = ("invalid", str(err))
+            return
+        except BaseException:
+            self.started = ("error", _failure())
+            return
+        # The environments live as long as the worker: keep full collections from scanning them.
+        gc.collect()
+        gc.freeze()
+        # What calls (ProcessVecEnv.call) keep in this worker between them.
+        context: dict[str, Any] = {}
+        envs = self.envs
+        self._handlers: dict[str, Callable[[Any], Any]] = {
+            "call": lambda payload: payload[0](envs, context, *payload[1]),
+            "reset": lambda _: envs.reset(),
+            "act": envs.act,
+            "render": envs.render,
+            "get_state": lambda allow_pickle: _state_or_reason(envs, allow_pickle),
+            "set_state": lambda payload: envs.set_state(*payload),
+        }
+
+    def answer(self, command: str, payload: Any) -> tuple[str, Any]:
+        try:
+            return ("ok", self._handlers[command](payload))
+        except EnvValidationError as err:
+            # The environment broke a rule: the message says all; its traceback is entityrl's.
+            return ("invalid", str(err))
+        except BaseException:
+            return ("error", _failure())
+
+    def close(self) -> None:
+        if self.envs is not None:
+            self.envs.close()
+
+
 def _worker(
     conn: Connection,
     make_env: EnvFactory,
@@ -93,32 +155,11 @@ def _worker(
     # pipe never reports the parent's death (EOF), and it would outlive a killed parent.
     for end in parents_ends:
         end.close()
-    try:
-        envs: VecEnv = SerialVecEnv(
-            make_env, num_envs, seed, validate=validate, seed_offset=seed_offset
-        )
-        if wrap is not None:
-            envs = wrap(envs)
-        reply: tuple[str, Any] = ("ok", (envs.obs_space, envs.action_space))
-    except EnvValidationError as err:
-        _reply(conn, ("invalid", str(err)))
+    worker = WorkerEnvs(make_env, num_envs, seed, seed_offset, validate, wrap)
+    reply = worker.started
+    if worker.envs is None:
+        _reply(conn, reply)
         return
-    except BaseException:
-        _reply(conn, ("error", _failure()))
-        return
-    # The environments live as long as the worker: keep full collections from scanning them.
-    gc.collect()
-    gc.freeze()
-    # What calls (ProcessVecEnv.call) keep in this worker between them.
-    context: dict[str, Any] = {}
-    handlers: dict[str, Callable[[Any], Any]] = {
-        "call": lambda payload: payload[0](envs, context, *payload[1]),
-        "reset": lambda _: envs.reset(),
-        "act": envs.act,
-        "render": envs.render,
-        "get_state": lambda allow_pickle: _state_or_reason(envs, allow_pickle),
-        "set_state": lambda payload: envs.set_state(*payload),
-    }
     while _reply(conn, reply):
         try:
             command, payload = conn.recv()
@@ -128,15 +169,9 @@ def _worker(
             reply = ("error", _failure())
             continue
         if command == "close":
-            envs.close()
+            worker.close()
             return
-        try:
-            reply = ("ok", handlers[command](payload))
-        except EnvValidationError as err:
-            # The environment broke a rule: the message says all; its traceback is entityrl's.
-            reply = ("invalid", str(err))
-        except BaseException:
-            reply = ("error", _failure())
+        reply = worker.answer(command, payload)
 
 
 def _state_or_reason(envs: VecEnv, allow_pickle: bool) -> tuple[bool, Any]:
@@ -184,26 +219,13 @@ class ProcessVecEnv(VecEnv):
         wrap: Callable[[VecEnv], VecEnv] | None = None,
         answer_timeout: float | None = DEFAULT_ANSWER_TIMEOUT,
     ) -> None:
-        if answer_timeout is not None and not answer_timeout > 0:
-            raise ValueError(f"answer_timeout must be > 0 seconds (or None), got {answer_timeout}")
-        self.answer_timeout = answer_timeout
-        if num_envs < 1:
-            raise ValueError(f"num_envs must be >= 1, got {num_envs}")
-        workers = min(num_envs, num_workers or os.cpu_count() or 1)
-        if workers < 1:
-            raise ValueError(f"num_workers must be >= 1, got {num_workers}")
+        sizes = self._split(num_envs, num_workers or os.cpu_count() or 1, answer_timeout)
         method = start_method or ("fork" if "fork" in mp.get_all_start_methods() else "spawn")
         context = mp.get_context(method)
-        self.num_envs = num_envs
-        sizes = np.full(workers, num_envs // workers)
-        sizes[: num_envs % workers] += 1
-        self.bounds = [0, *np.cumsum(sizes).tolist()]
         self._conns: list[Connection] = []
         self._procs: list[Any] = []
-        self._last: VecObs | None = None
-        self._closed = False
         try:
-            for k in range(workers):
+            for k in range(len(sizes)):
                 parent, child = context.Pipe()
                 inherited = [*self._conns, parent] if method == "fork" else []
                 proc = context.Process(
@@ -238,6 +260,27 @@ class ProcessVecEnv(VecEnv):
             raise
         self.obs_space, self.action_space = spaces[0]
 
+    def _split(self, num_envs: int, num_workers: int, answer_timeout: float | None) -> list[int]:
+        """Check the arguments shared by the kinds of workers, set up the state they share,
+        and return how many environments each worker steps."""
+        if answer_timeout is not None and not answer_timeout > 0:
+            raise ValueError(f"answer_timeout must be > 0 seconds (or None), got {answer_timeout}")
+        if num_envs < 1:
+            raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+        if num_workers < 1:
+            raise ValueError(f"num_workers must be >= 1, got {num_workers}")
+        workers = min(num_envs, num_workers)
+        self.answer_timeout = answer_timeout
+        self.num_envs = num_envs
+        sizes = np.full(workers, num_envs // workers)
+        sizes[: num_envs % workers] += 1
+        self.bounds: list[int] = [0, *np.cumsum(sizes).tolist()]
+        self._last: VecObs | None = None
+        # What the workers are doing between start_call and finish_call.
+        self._in_flight: str | None = None
+        self._closed = False
+        return sizes.tolist()
+
     # ------------------------------------------------------------------ protocol
     def _describe(self, k: int) -> str:
         return f"environment worker {k} (environments {self.bounds[k]}..{self.bounds[k + 1] - 1})"
@@ -264,6 +307,11 @@ class ProcessVecEnv(VecEnv):
             raise EnvWorkerError(
                 f"{self._describe(k)} died unexpectedly while {doing} ({reason})"
             ) from None
+        return self._unpack(k, doing, status, payload, fatal)
+
+    def _unpack(self, k: int, doing: str, status: str, payload: Any, fatal: bool) -> Any:
+        """The payload of worker ``k``'s answer (see :class:`WorkerEnvs`), or its failure
+        raised (closing this vec env first where ``fatal``)."""
         if status != "ok" and fatal:
             self.close()
         if status == "invalid":
@@ -276,7 +324,7 @@ class ProcessVecEnv(VecEnv):
         return payload
 
     def _gather(self, doing: str) -> list[Any]:
-        return [self._receive(k, doing) for k in range(len(self._conns))]
+        return [self._receive(k, doing) for k in range(self.num_workers)]
 
     def _send(self, k: int, message: tuple[str, Any]) -> None:
         data = ForkingPickler.dumps(message)
@@ -313,14 +361,19 @@ class ProcessVecEnv(VecEnv):
     def _ensure_open(self) -> None:
         if self._closed:
             raise EnvWorkerError(
-                "this ProcessVecEnv is closed (by close() or after a worker failed); "
+                f"this {type(self).__name__} is closed (by close() or after a worker failed); "
                 "create a new one"
+            )
+        if self._in_flight is not None:
+            raise RuntimeError(
+                f"the workers are still {self._in_flight} (start_call): call finish_call "
+                "before asking them anything else"
             )
 
     # ------------------------------------------------------------------ VecEnv
     def reset(self) -> VecObs:
         self._ensure_open()
-        for k in range(len(self._conns)):
+        for k in range(self.num_workers):
             self._send(k, ("reset", None))
         self._last = VecObs.concat(self._gather("resetting"), self.choices)
         return self._last
@@ -341,16 +394,30 @@ class ProcessVecEnv(VecEnv):
         returns the results in worker order. ``fn`` must be picklable (a module-level
         function). When ``fn`` steps the environments, pass their latest observations to
         :meth:`assemble` before stepping them from here again."""
+        self.start_call(fn, args)
+        return self.finish_call()
+
+    def start_call(self, fn: Callable[..., Any], args: Sequence[tuple[Any, ...]]) -> None:
+        """The first half of :meth:`call`: send the request and return at once, while the
+        workers run ``fn``; :meth:`finish_call` waits for their results. Nothing else may be
+        asked of the workers in between."""
         self._ensure_open()
-        if len(args) != len(self._conns):
+        if len(args) != self.num_workers:
             raise ValueError(
-                f"call: expected one argument tuple per worker ({len(self._conns)}), "
+                f"call: expected one argument tuple per worker ({self.num_workers}), "
                 f"got {len(args)}"
             )
         for k, part in enumerate(args):
             self._send(k, ("call", (fn, part)))
         self._last = None  # until assembled: the workers may have stepped
-        return self._gather(f"running {getattr(fn, '__name__', fn)!r}")
+        self._in_flight = f"running {getattr(fn, '__name__', fn)!r}"
+
+    def finish_call(self) -> list[Any]:
+        """The results of the call :meth:`start_call` started, in worker order."""
+        if self._in_flight is None:
+            raise RuntimeError("finish_call: no call is running (start_call starts one)")
+        doing, self._in_flight = self._in_flight, None
+        return self._gather(doing)
 
     @property
     def num_workers(self) -> int:
@@ -359,9 +426,9 @@ class ProcessVecEnv(VecEnv):
     def assemble(self, parts: list[VecObs]) -> VecObs:
         """Adopt one latest observation per worker (from :meth:`call`) as the batch's current
         one."""
-        if len(parts) != len(self._conns):
+        if len(parts) != self.num_workers:
             raise ValueError(
-                f"assemble: expected one observation per worker ({len(self._conns)}), "
+                f"assemble: expected one observation per worker ({self.num_workers}), "
                 f"got {len(parts)}"
             )
         self._last = VecObs.concat(parts, self.choices)
@@ -377,7 +444,7 @@ class ProcessVecEnv(VecEnv):
 
     def get_state(self, allow_pickle: bool = False) -> Any:
         self._ensure_open()
-        for k in range(len(self._conns)):
+        for k in range(self.num_workers):
             self._send(k, ("get_state", allow_pickle))
         answers = self._gather("saving state")
         for saved, why in answers:
@@ -387,10 +454,11 @@ class ProcessVecEnv(VecEnv):
 
     def set_state(self, state: Any, allow_pickle: bool = False) -> VecObs:
         self._ensure_open()
-        if not isinstance(state, list) or len(state) != len(self._conns):
+        if not isinstance(state, list) or len(state) != self.num_workers:
             got = f"{len(state)} worker parts" if isinstance(state, list) else type(state).__name__
             raise ValueError(
-                f"the saved state has {got}; this ProcessVecEnv has {len(self._conns)} workers"
+                f"the saved state has {got}; this {type(self).__name__} has {self.num_workers} "
+                "workers"
             )
         for k, part in enumerate(state):
             self._send(k, ("set_state", (part, allow_pickle)))

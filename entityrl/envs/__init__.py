@@ -36,6 +36,7 @@ from entityrl.envs.pick_matching_balls import PickMatchingBalls
 from entityrl.envs.recall import Recall
 from entityrl.envs.rock_paper_scissors import RockPaperScissors
 from entityrl.envs.rps_duel import RockPaperScissorsDuel
+from entityrl.envs.slow import Slow
 from entityrl.envs.survival import DayAndNight, FourSeason, RiverNavigation, SurvivalWorld
 from entityrl.envs.treasure_hunt import TreasureHunt
 from entityrl.envs.xor import Xor
@@ -68,6 +69,7 @@ REGISTRY: dict[str, EnvClass] = {
     "RiverNavigation": RiverNavigation,
     "RockPaperScissors": RockPaperScissors,
     "RockPaperScissorsDuel": RockPaperScissorsDuel,
+    "Slow": Slow,
     "Survival": SurvivalWorld,
     "TreasureHunt": TreasureHunt,
     "Xor": Xor,
@@ -188,10 +190,14 @@ def make_vec(
     validate: bool = False,
     wrap: Callable[[VecEnv], VecEnv] | None = None,
     answer_timeout: float | None = DEFAULT_ANSWER_TIMEOUT,
+    backend: str = "local",
+    ray_address: str | None = None,
     **kwargs: Any,
 ) -> VecEnv:
     """``num_envs`` copies of a registered environment: in this process, or split over
-    ``processes`` worker processes when ``processes > 1``. With ``validate``, every
+    ``processes`` worker processes when ``processes > 1`` (with ``backend="ray"``, over
+    ``processes`` Ray actors of the cluster at ``ray_address``, see
+    :class:`~entityrl.env.ray_vec_env.RayVecEnv`). With ``validate``, every
     observation (every batch, for a natively batched environment) is checked against the
     declared spaces. ``wrap`` wraps the vectorized environment (in each worker process, when
     there are several), e.g. ``functools.partial(StackedVecEnv, k=4)``. A worker process
@@ -212,6 +218,8 @@ def make_vec(
         validate=validate,
         wrap=wrap,
         answer_timeout=answer_timeout,
+        backend=backend,
+        ray_address=ray_address,
     )
 
 
@@ -224,12 +232,32 @@ def vectorize(
     validate: bool = False,
     wrap: Callable[[VecEnv], VecEnv] | None = None,
     answer_timeout: float | None = DEFAULT_ANSWER_TIMEOUT,
+    backend: str = "local",
+    ray_address: str | None = None,
 ) -> VecEnv:
     """``num_envs`` environments from ``factory`` (a class or a zero-argument callable), as
     :func:`make_vec` builds them: for a multi-player game, ``num_envs`` games with one row per
     (game, player)."""
     if _builds_games(factory):
+        if backend != "local":
+            raise MultiPlayerSettingError(
+                f"rollout.backend={backend}: multi-player games step in the training process "
+                "(use rollout.backend=local)"
+            )
         return _player_vec(factory, num_envs, seed, processes, validate, wrap)  # type: ignore[arg-type]
+    if backend == "ray":
+        from entityrl.env.ray_vec_env import RayVecEnv
+
+        return RayVecEnv(
+            factory,  # type: ignore[arg-type]
+            num_envs,
+            seed,
+            num_workers=processes,
+            validate=validate,
+            wrap=wrap,
+            answer_timeout=answer_timeout,
+            address=ray_address,
+        )
     if processes > 1:
         return ProcessVecEnv(
             factory,  # type: ignore[arg-type]
@@ -301,6 +329,7 @@ __all__ = [
     "Recall",
     "RockPaperScissors",
     "RockPaperScissorsDuel",
+    "Slow",
     "TreasureHunt",
     "Xor",
     "check_kwargs",

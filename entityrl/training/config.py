@@ -84,8 +84,23 @@ class RolloutConfig:
     worker_timeout: float = 600.0
     """Seconds a worker process may take to answer (a whole rollout of its share) before it
     is taken for stopped or stuck, killed, and the run stopped with a line naming it."""
+    mode: str = "sync"
+    """sync: the workers wait while the learner updates (bit-exact on resume). async: they
+    collect the next rollout meanwhile, with the parameters of one update earlier (corrected
+    by V-trace); needs rollout.processes >= 2, a single-player game, no net.memory,
+    world_size=1 and an on-policy algorithm. See docs/scaling.md."""
+    backend: str = "local"
+    """Where the rollout.processes workers run. local: processes on this machine. ray: Ray
+    actors anywhere in a Ray cluster (pip install 'entityrl[ray]'; see docs/scaling.md)."""
+    ray_address: str | None = None
+    """With backend=ray, the cluster to join (host:port of its head, or auto); null: the
+    RAY_ADDRESS environment variable, else a Ray instance started on this machine for the run."""
 
     def __post_init__(self) -> None:
+        if self.mode not in ("sync", "async"):
+            raise ValueError(f"rollout.mode must be 'sync' or 'async', got {self.mode!r}")
+        if self.backend not in ("local", "ray"):
+            raise ValueError(f"rollout.backend must be 'local' or 'ray', got {self.backend!r}")
         require_positive(
             "rollout",
             num_envs=self.num_envs,

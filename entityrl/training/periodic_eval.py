@@ -34,7 +34,7 @@ class PeriodicEvaluator:
         self.config = config
         # Evaluation plays in this process, whatever the training's worker processes.
         serial = dataclasses.replace(
-            config, rollout=dataclasses.replace(config.rollout, processes=1)
+            config, rollout=dataclasses.replace(config.rollout, processes=1, backend="local")
         )
         self.env: VecEnv = make_env(serial, env, config.eval.num_envs, seed_offset=SEED_OFFSET)
         self.best = float("-inf")

@@ -38,6 +38,7 @@ from entityrl.nn.device import resolve_device
 from entityrl.nn.rogue_net import RogueNet
 from entityrl.training import checkpoint as ckpt
 from entityrl.training import run_dir as run_dirs
+from entityrl.training.async_sampler import check_async
 from entityrl.training.callbacks import Callback
 from entityrl.training.config import ConfigError, TrainConfig, load_config, to_dict, to_yaml
 from entityrl.training.init_from import load_initial_weights
@@ -93,6 +94,8 @@ def make_env(
             validate=config.env.validate,
             wrap=wrap,
             answer_timeout=config.rollout.worker_timeout,
+            backend=config.rollout.backend,
+            ray_address=config.rollout.ray_address,
             **config.env.kwargs,
         )
     return vectorize(  # a class or a zero-argument callable
@@ -103,6 +106,8 @@ def make_env(
         validate=config.env.validate,
         wrap=wrap,
         answer_timeout=config.rollout.worker_timeout,
+        backend=config.rollout.backend,
+        ray_address=config.rollout.ray_address,
     )
 
 
@@ -191,6 +196,7 @@ class Trainer:
 
         algorithm = lookup(config.algo)
         algorithm.check(config)
+        check_async(config, algorithm)
         per_rank = algorithm.num_envs(config) // self.reducer.world_size
         # Environment i of rank r is seeded like environment r * per_rank + i of one process.
         try:

@@ -2,7 +2,9 @@
 
 :class:`Sampler` steps all environments together in this process: compute actions, step,
 repeat. :class:`WorkerSampler` works with environments in worker processes, each of which also
-runs a copy of the policy, so that every core steps and infers at once.
+runs a copy of the policy, so that every core steps and infers at once. Its asynchronous
+sibling, :class:`~entityrl.training.async_sampler.AsyncSampler` (``rollout.mode=async``),
+collects the next rollout while the learner updates.
 """
 
 from __future__ import annotations
@@ -133,6 +135,12 @@ class Sampler:
         transitions, self.obs = _run(self.agent, self.env, self.obs, self.steps)
         return self._rollout([transitions], self.obs, self.state)
 
+    def after_update(self) -> dict[str, float]:
+        """Called once the learner has learned from the rollout :meth:`collect` returned:
+        an asynchronous sampler takes in the one it collected meanwhile. The metrics to log
+        (none here)."""
+        return {}
+
     @property
     def num_rows(self) -> int:
         """Rows of each step of a rollout (the environments the learner acts in)."""
@@ -212,6 +220,11 @@ class WorkerSampler(Sampler):
         env.call(_install_policy, [(policy,)] * env.num_workers)
 
     def collect(self) -> Rollout:
+        return self._adopt(self.env.call(_worker_rollout, self._requests()))
+
+    def _requests(self) -> list[tuple[Any, ...]]:
+        """Per worker, the arguments of :func:`_worker_rollout`: the current parameters, the
+        state of its environments' policy and a seed."""
         # As numpy arrays: torch tensors would cross the pipe through shared-memory files.
         params = {name: value.numpy() for name, value in self.net.state_dict().items()}
         seeds = self.rng.integers(2**63, size=self.env.num_workers)
@@ -220,10 +233,13 @@ class WorkerSampler(Sampler):
             None if self.state is None else self.state[bounds[k] : bounds[k + 1]].numpy()
             for k in range(self.env.num_workers)
         ]
-        parts = self.env.call(
-            _worker_rollout,
-            [(params, state, self.steps, int(s)) for state, s in zip(states, seeds, strict=True)],
-        )
+        return [(params, state, self.steps, int(s)) for state, s in zip(states, seeds, strict=True)]
+
+    def _adopt(
+        self, parts: list[tuple[list[_Step], VecObs, npt.NDArray[np.float32] | None]]
+    ) -> Rollout:
+        """The rollout of the workers' answers to :meth:`_requests`; their environments'
+        latest observations (and policy states) become the sampler's."""
         self.obs = self.env.assemble([latest for _, latest, _ in parts])
         if self.state is not None:
             self.state = torch.cat([torch.from_numpy(state) for _, _, state in parts])

@@ -79,6 +79,10 @@ class Rollout:
     # whether the row's game ended with it.
     group_rewards: npt.NDArray[np.float32] | None = None
     game_over: npt.NDArray[np.bool_] | None = None
+    # (steps, envs), when an older policy acted (rollout.mode=async): per row, the ratio of
+    # the learner's probability of the row's actions to the acting policy's, truncated at 1;
+    # estimate_advantages then corrects for the lag (V-trace; see entityrl.training.async_sampler).
+    ratios: npt.NDArray[np.float32] | None = None
     # (rows,) each, from estimate_advantages.
     advantages: npt.NDArray[np.float32] = field(default_factory=lambda: np.zeros(0, np.float32))
     returns: npt.NDArray[np.float32] = field(default_factory=lambda: np.zeros(0, np.float32))
@@ -91,7 +95,7 @@ class Rollout:
         self, rewards: npt.NDArray[np.float32], gamma: float, gae_lambda: float
     ) -> None:
         """Advantages and returns by GAE from ``rewards`` ((steps, envs), e.g. the
-        environment's rewards scaled or with a bonus)."""
+        environment's rewards scaled or with a bonus); V-trace's with :attr:`ratios`."""
         # A truncated episode did not end in the task: its last step earns the discounted value
         # of the state it was cut off in, which GAE (stopping at the episode's end) would drop.
         steps, envs = self.dones.shape
@@ -102,6 +106,7 @@ class Rollout:
             self.next_values,
             gamma,
             gae_lambda,
+            self.ratios,
         )
         self.advantages, self.returns = advantages.reshape(-1), returns.reshape(-1)
 
