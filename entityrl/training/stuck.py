@@ -7,11 +7,14 @@ reads each iteration's metrics and warns, once per sign, when
 * no episode has finished after ``stuck.no_episode_updates`` updates (nothing to learn from
   yet: episodes longer than the rollouts of many environments);
 * the value function's explained variance stayed below ``stuck.explained_variance_below`` for
-  ``stuck.explained_variance_updates`` updates in a row (it predicts nothing of the returns,
-  often because they are far larger than 1);
-* the policy's entropy fell below ``stuck.entropy_fraction`` of its first update's within the
-  first ``stuck.entropy_within`` of the run while the episodes' return is no higher than at
-  first (it stopped exploring early, before it found anything better).
+  ``stuck.explained_variance_updates`` updates in a row while the episodes' return is no
+  higher than at first (it predicts nothing of the returns, often because they are far
+  larger than 1; tasks whose returns are pure chance, such as a one-step bandit, learn with a
+  value function that explains nothing, so a rising return silences this sign);
+* the policy's entropy (when it starts positive: a categorical policy's) fell below
+  ``stuck.entropy_fraction`` of its first update's within the first ``stuck.entropy_within``
+  of the run while the episodes' return is no higher than at first (it stopped exploring
+  early, before it found anything better).
 
 Each warning is a :class:`StuckTrainingWarning` (Python's ``warnings``: printed to stderr
 above the progress output, or turned into an error with ``-W error::...``) and a
@@ -98,12 +101,19 @@ class StuckDetector(Callback):
                 "fewer environments (rollout.steps, rollout.num_envs) or a time limit on the "
                 "episodes"
             )
+        episode_return = metrics.get("episode/episode_return")
+        if episode_return is not None:
+            self.last_return = episode_return
+            if self.first_return is None:
+                self.first_return = episode_return
         variance = metrics.get("loss/explained_variance")
         if variance is not None:
             low = variance < cfg.explained_variance_below
             self.low_variance_updates = self.low_variance_updates + 1 if low else 0
-            if cfg.explained_variance_updates and (
-                self.low_variance_updates >= cfg.explained_variance_updates
+            if (
+                cfg.explained_variance_updates
+                and self.low_variance_updates >= cfg.explained_variance_updates
+                and not self.return_rose()
             ):
                 signs["explained_variance"] = (
                     "the value function's explained variance stayed below "
@@ -111,24 +121,16 @@ class StuckDetector(Callback):
                     "predicts nothing of the returns. Try longer rollouts (rollout.steps), "
                     "a lower optim.lr, or ppo.norm_reward=true if you turned reward scaling off"
                 )
-        episode_return = metrics.get("episode/episode_return")
-        if episode_return is not None:
-            self.last_return = episode_return
-            if self.first_return is None:
-                self.first_return = episode_return
         entropy = metrics.get("loss/entropy")
         if entropy is not None:
             if self.first_entropy is None:
                 self.first_entropy = entropy
             early = step <= cfg.entropy_within * self.budget
             collapsed = entropy < cfg.entropy_fraction * self.first_entropy
-            if (
-                early
-                and collapsed
-                and self.last_return is not None
-                and self.first_return is not None
-                and self.last_return <= self.first_return
-            ):
+            # Only an entropy that starts positive can collapse towards 0: a Gaussian
+            # policy's (differential) entropy has no floor and is often negative from the start.
+            positive = self.first_entropy > 0
+            if early and collapsed and positive and self.returns_seen() and not self.return_rose():
                 signs["entropy"] = (
                     f"the policy's entropy fell to {entropy:.3g} from {self.first_entropy:.3g} "
                     f"within the first {step:,} of {self.budget:,} steps while the episode "
@@ -142,6 +144,15 @@ class StuckDetector(Callback):
             sign: f"training looks stuck: {message} (see {TROUBLESHOOTING})"
             for sign, message in fresh.items()
         }
+
+    def returns_seen(self) -> bool:
+        """Whether finished episodes have reported a return yet."""
+        return self.first_return is not None and self.last_return is not None
+
+    def return_rose(self) -> bool:
+        """Whether the episodes' return is higher now than at first (a run that improves is
+        not stuck, whatever its value function or entropy say)."""
+        return self.returns_seen() and self.last_return > self.first_return  # type: ignore[operator]
 
 
 __all__ = ["StuckConfig", "StuckDetector", "StuckTrainingWarning"]

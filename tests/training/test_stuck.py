@@ -84,3 +84,22 @@ def test_a_healthy_run_does_not_warn(tmp_path) -> None:
         warnings.simplefilter("error", StuckTrainingWarning)
         result = train("MultiArmedBandit", overrides=overrides)
     assert result.mean_return is not None and result.mean_return > 0.8
+
+
+def test_low_explained_variance_with_rising_returns_does_not_warn() -> None:
+    # A bandit's returns are chance: its value function explains nothing while it learns.
+    detector = StuckDetector(StuckConfig(explained_variance_updates=2), budget=10_000)
+    rising = [
+        {"loss/explained_variance": 0.0, "episode/episode_return": r} for r in (0.1, 0.5, 0.9)
+    ]
+    assert feed(detector, rising) == [[], [], []]
+    flat = StuckDetector(StuckConfig(explained_variance_updates=2), budget=10_000)
+    same = [{"loss/explained_variance": 0.0, "episode/episode_return": 0.1}] * 3
+    assert feed(flat, same) == [[], ["explained_variance"], []]
+
+
+def test_a_negative_gaussian_entropy_does_not_count_as_collapsed() -> None:
+    config = StuckConfig(entropy_fraction=0.1, entropy_within=0.25)
+    detector = StuckDetector(config, budget=1000)
+    # Differential entropy starts below 0; falling a little is no collapse towards 0.
+    assert feed(detector, [entropy(-6.37), entropy(-6.38)]) == [[], []]
