@@ -245,22 +245,14 @@ def vectorize(
                 "(use rollout.backend=local)"
             )
         return _player_vec(factory, num_envs, seed, processes, validate, wrap)  # type: ignore[arg-type]
+    workers: Callable[..., VecEnv] | None = ProcessVecEnv if processes > 1 else None
     if backend == "ray":
         from entityrl.env.ray_vec_env import RayVecEnv
 
-        return RayVecEnv(
-            factory,  # type: ignore[arg-type]
-            num_envs,
-            seed,
-            num_workers=processes,
-            validate=validate,
-            wrap=wrap,
-            answer_timeout=answer_timeout,
-            address=ray_address,
-        )
-    if processes > 1:
-        return ProcessVecEnv(
-            factory,  # type: ignore[arg-type]
+        workers = functools.partial(RayVecEnv, address=ray_address)
+    if workers is not None:
+        return workers(
+            factory,
             num_envs,
             seed,
             num_workers=processes,

@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from entityrl.export.one_observation import (
-    ExportError,
+    ExportedGraph,
     attention_bias,
     embed_types,
     gaussian,
@@ -44,33 +44,13 @@ GLOBAL_COLUMN = -2
 """The grid column of each row's global token (a padding entity without one)."""
 
 
-class BatchedPolicy(nn.Module):
+class BatchedPolicy(ExportedGraph):
     """Action probabilities (Gaussians for continuous actions), values and, with
     ``net.memory``, next states of a batch of observations; inputs and outputs in
     :attr:`input_names` and :attr:`output_names` order."""
 
     def __init__(self, net: RogueNet) -> None:
-        super().__init__()
-        if next(net.parameters()).dtype != torch.float32:
-            raise ExportError("the network must have float32 parameters to be exported")
-        try:
-            self.layouts = {
-                name: signature.action_layout(name, space)
-                for name, space in net.action_space.items()
-            }
-        except signature.UnsupportedActionError as err:
-            raise ExportError(str(err)) from None
-        self.net = net.eval()
-        self.state_size = None if net.memory is None else net.memory.size
-        self.input_names = [
-            spec.name
-            for spec in signature.batched_input_specs(
-                net.obs_space, net.action_space, self.state_size
-            )
-        ]
-        self.output_names = [
-            spec.name for spec in signature.batched_output_specs(net.action_space, self.state_size)
-        ]
+        super().__init__(net, signature.batched_input_specs, signature.batched_output_specs)
 
     def forward(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
         inputs = dict(zip(self.input_names, tensors, strict=True))

@@ -13,6 +13,7 @@ plain torch while traced.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -33,13 +34,18 @@ class ExportError(ValueError):
     """The network cannot be exported as configured."""
 
 
-class OneObservationPolicy(nn.Module):
-    """Action probabilities (Gaussians for continuous actions) and value of one observation (see
-    :mod:`entityrl.inference.signature` for the inputs and outputs, in :attr:`input_names`
-    order). With ``net.memory`` the state before the observation is the last input and the
-    state after it the last output."""
+class ExportedGraph(nn.Module):
+    """What every exported graph of ``net`` shares: a float32 network, one layout per action,
+    and its inputs and outputs named by ``input_specs`` and ``output_specs`` (functions of
+    :mod:`entityrl.inference.signature`), in :attr:`input_names` / :attr:`output_names`
+    order."""
 
-    def __init__(self, net: RogueNet) -> None:
+    def __init__(
+        self,
+        net: RogueNet,
+        input_specs: Callable[..., list[signature.TensorSpec]],
+        output_specs: Callable[..., list[signature.TensorSpec]],
+    ) -> None:
         super().__init__()
         if next(net.parameters()).dtype != torch.float32:
             raise ExportError("the network must have float32 parameters to be exported")
@@ -53,12 +59,19 @@ class OneObservationPolicy(nn.Module):
         self.net = net.eval()
         self.state_size = None if net.memory is None else net.memory.size
         self.input_names = [
-            spec.name
-            for spec in signature.input_specs(net.obs_space, net.action_space, self.state_size)
+            spec.name for spec in input_specs(net.obs_space, net.action_space, self.state_size)
         ]
-        self.output_names = [
-            spec.name for spec in signature.output_specs(net.action_space, self.state_size)
-        ]
+        self.output_names = [spec.name for spec in output_specs(net.action_space, self.state_size)]
+
+
+class OneObservationPolicy(ExportedGraph):
+    """Action probabilities (Gaussians for continuous actions) and value of one observation (see
+    :mod:`entityrl.inference.signature` for the inputs and outputs, in :attr:`input_names`
+    order). With ``net.memory`` the state before the observation is the last input and the
+    state after it the last output."""
+
+    def __init__(self, net: RogueNet) -> None:
+        super().__init__(net, signature.input_specs, signature.output_specs)
 
     def forward(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
         inputs = dict(zip(self.input_names, tensors, strict=True))
