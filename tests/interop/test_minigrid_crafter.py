@@ -72,3 +72,49 @@ def test_crafter_score_is_the_geometric_mean_of_success_rates() -> None:
     assert crafter_score([0.0] * 22) == pytest.approx(0.0)
     assert crafter_score([1.0] * 22) == pytest.approx(100.0)
     assert crafter_score({"a": 0.0, "b": 0.99}) == pytest.approx(9.0)
+
+
+def _crafter(view: str):  # type: ignore[no-untyped-def]
+    from entityrl.interop.crafter import CrafterEnvironment
+
+    env = CrafterEnvironment(view=view)
+    env.seed(3)
+    env.reset()
+    return env
+
+
+def test_crafter_pixel_view_drops_health_and_matches_the_full_view_by_day() -> None:
+    full, pixels = _crafter("full"), _crafter("pixels")
+    assert full.obs_space().entities["Zombie"].features == ("right", "down", "health")
+    assert pixels.obs_space().entities["Zombie"].features == ("right", "down")
+    assert pixels.obs_space().entities["Plant"].features == ("right", "down", "ripe")
+    for env in (full, pixels):
+        env.env._world.daylight = 1.0
+    day_full, day_pixels = full._observe(), pixels._observe()
+    assert day_full.features.keys() == day_pixels.features.keys()
+    for name, rows in day_full.features.items():
+        np.testing.assert_array_equal(
+            np.asarray(rows)[:, :2], np.asarray(day_pixels.features[name])[:, :2]
+        )
+
+
+def test_crafter_pixel_view_hides_cells_at_night_as_the_pixels_noise_does() -> None:
+    from entityrl.interop.crafter import VIEW, _hidden_chance
+
+    chance = _hidden_chance(0.0)
+    assert chance.shape == VIEW and chance[4, 3] == 0.0  # the player's cell stays clear
+    assert chance[0, 0] == pytest.approx(1 - np.exp(-0.5 * ((8 / 9) ** 2 + (6 / 7) ** 2) / 0.25))
+    assert _hidden_chance(0.5).max() == 0.0 and 0 < _hidden_chance(0.3).max() < chance.max()
+    env = _crafter("pixels")
+    env.env._world.daylight = 0.0
+    full = sum(len(rows) for rows in _crafter("full")._observe().features.values())
+    counts = [sum(len(rows) for rows in env._observe().features.values()) for _ in range(50)]
+    # Fewer entities on average (about half the window is mostly noise), and not always the same.
+    assert np.mean(counts) < 0.8 * full and len(set(counts)) > 1
+
+
+def test_crafter_unknown_view_is_refused() -> None:
+    from entityrl.interop.crafter import CrafterEnvironment
+
+    with pytest.raises(ValueError, match=r"view must be one of \['full', 'pixels'\], got 'pixel'"):
+        CrafterEnvironment(view="pixel")
