@@ -85,6 +85,9 @@ class Algorithm(ABC):
     """This algorithm's own settings (a dataclass), or None."""
     one_process: ClassVar[bool] = False
     """Trains in one process only (refuses world_size > 1)."""
+    learns_from_episodes: ClassVar[bool] = False
+    """Learns from the environment's episodes and rewards (the loop then warns when the run
+    looks stuck: see entityrl.training.stuck)."""
 
     @classmethod
     def num_envs(cls, config: TrainConfig) -> int:

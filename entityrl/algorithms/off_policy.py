@@ -81,6 +81,8 @@ class OffPolicySettings:
 class OffPolicyAlgorithm(Algorithm):
     """Transitions into a replay buffer; updates on samples of it (see the module's doc)."""
 
+    learns_from_episodes = True
+
     Settings: type[OffPolicySettings] = OffPolicySettings
 
     @classmethod

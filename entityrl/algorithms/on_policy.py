@@ -28,6 +28,8 @@ class OnPolicyAlgorithm(Algorithm):
     """Rollouts of ``rollout.num_envs`` environments x ``rollout.steps`` steps, each learned
     from once it is collected."""
 
+    learns_from_episodes = True
+
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         self.sampler = self.make_sampler()

@@ -224,11 +224,7 @@ class Trainer:
             self.env.close()
             raise
         self.budget = self.algorithm.budget()
-        from entityrl.algorithms.off_policy import OffPolicyAlgorithm
-        from entityrl.algorithms.on_policy import OnPolicyAlgorithm
-
-        if self.rank == 0 and isinstance(self.algorithm, (OnPolicyAlgorithm, OffPolicyAlgorithm)):
-            # Algorithms that learn from the environment's episodes: warn when they look stuck.
+        if self.rank == 0 and self.algorithm.learns_from_episodes:
             self.callbacks.append(StuckDetector(config.stuck, self.budget))
         self.step = 0
         self.iteration = 0
