@@ -166,6 +166,8 @@ class Trainer:
         )
         # One trainer at a time in a run directory: rank 0 holds its lock until the run ends.
         self.lock = run_dirs.RunLock(self.run_dir) if self.rank == 0 else None
+        # The run sets torch's threads for itself; the caller gets its own back at the end.
+        self.caller_threads = torch.get_num_threads()
         if self.rank == 0:  # what a killed checkpoint write left behind
             ckpt.remove_stale_temp_files(self.run_dir)
         try:
@@ -254,6 +256,7 @@ class Trainer:
             ckpt.atomic_write(self.run_dir / "config.yaml", lambda f: f.write(to_yaml(config)), "w")
 
     def _release(self) -> None:
+        torch.set_num_threads(self.caller_threads)
         if self.lock is not None:
             self.lock.release()
 

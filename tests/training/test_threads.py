@@ -62,3 +62,14 @@ def test_using_threads_restores_the_callers_count() -> None:
     assert torch.get_num_threads() == before
     with threads.using_threads(None):
         assert torch.get_num_threads() == before
+
+
+def test_a_training_run_gives_the_callers_thread_count_back(tmp_path) -> None:
+    from entityrl import train
+
+    before = torch.get_num_threads()
+    target = 1 if before != 1 else 2
+    overrides = [f"torch_threads={target}", "total_timesteps=256", "rollout.num_envs=4",
+                 "rollout.steps=32", f"log.run_dir={tmp_path / 'run'}", "log.progress=false"]  # fmt: skip
+    train("MoveToOrigin", overrides=overrides)
+    assert torch.get_num_threads() == before
