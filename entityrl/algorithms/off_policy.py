@@ -88,6 +88,12 @@ class OffPolicyAlgorithm(Algorithm):
     @classmethod
     def check(cls, config: TrainConfig) -> None:
         super().check(config)
+        for key, on in (("rnd.coef", config.rnd.enabled), ("icm.coef", config.icm.enabled)):
+            if on:
+                raise ConfigError(
+                    f"algo={config.algo} takes no exploration bonus ({key} > 0): the bonuses "
+                    "train on rollouts; use algo=ppo, or set it to 0"
+                )
         if config.net.memory:
             raise ConfigError(
                 f"algo={config.algo} learns from single transitions: it cannot train "

@@ -31,6 +31,7 @@ from entityrl.algorithms.common.optimizer import OptimConfig
 from entityrl.algorithms.gail.discriminator import GAILConfig
 from entityrl.algorithms.poca.critic import POCAConfig
 from entityrl.algorithms.ppo.loss import PPOConfig
+from entityrl.algorithms.icm import ICMConfig
 from entityrl.algorithms.rnd import RNDConfig
 from entityrl.algorithms.self_play.pool import SelfPlayConfig
 from entityrl.nn.device import check_device_setting
@@ -165,6 +166,7 @@ class TrainConfig:
     eval: EvalConfig = field(default_factory=EvalConfig)
     stuck: StuckConfig = field(default_factory=StuckConfig)
     rnd: RNDConfig = field(default_factory=RNDConfig)
+    icm: ICMConfig = field(default_factory=ICMConfig)
     total_timesteps: int = 200_000
     """Environment steps to train for."""
     seed: int = 1

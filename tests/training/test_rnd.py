@@ -46,7 +46,7 @@ def test_bonus_is_the_next_observations_centred_novelty_in_return_units() -> Non
     assert bonus.shape == (2, 4)
     novelty = torch.cat([rnd.model.errors(rows), rnd.model.errors(obs)]).detach().numpy()
     following = novelty[4:].reshape(2, 4)
-    scaled = bonus / 2.0 * rnd.scaler.std
+    scaled = bonus / 2.0 * rnd.scale.scaler.std
     np.testing.assert_allclose(scaled, following - following.mean(), rtol=1e-4, atol=1e-7)
 
 

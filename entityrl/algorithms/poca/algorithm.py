@@ -42,6 +42,7 @@ class POCA(PPO):
         for key, on in (
             ("ppo.norm_reward", config.ppo.norm_reward),
             ("rnd.coef", config.rnd.enabled),
+            ("icm.coef", config.icm.enabled),
             ("bc.strength", bool(config.bc.strength)),
         ):
             if on:

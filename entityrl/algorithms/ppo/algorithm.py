@@ -3,8 +3,9 @@ learn from, estimate advantages, then take ``ppo.update_epochs`` passes of minib
 the clipped surrogate loss (:mod:`entityrl.algorithms.ppo.loss`).
 
 The rewards GAE sees are the environment's, divided by the running scale of the return with
-``ppo.norm_reward`` (on by default; :mod:`entityrl.algorithms.common.reward_scale`), plus RND's exploration bonus with
-``rnd.coef`` (:mod:`entityrl.algorithms.rnd`). With ``bc.strength``, behaviour-cloning steps on
+``ppo.norm_reward`` (on by default; :mod:`entityrl.algorithms.common.reward_scale`), plus the
+exploration bonuses that are on: RND's with ``rnd.coef`` (:mod:`entityrl.algorithms.rnd`),
+ICM's with ``icm.coef`` (:mod:`entityrl.algorithms.icm`). With ``bc.strength``, behaviour-cloning steps on
 recorded demonstrations follow each update (:mod:`entityrl.training.demonstrations`).
 Subclasses change where the task's rewards come from (:class:`~.gail.GAIL`).
 """
@@ -17,8 +18,10 @@ import numpy as np
 import numpy.typing as npt
 
 from entityrl.algorithms.base import Context
+from entityrl.algorithms.common.intrinsic import ExplorationBonus
 from entityrl.algorithms.common.reward_scale import RewardScaler
 from entityrl.algorithms.common.rollout import Rollout
+from entityrl.algorithms.icm import ICM
 from entityrl.algorithms.on_policy import OnPolicyAlgorithm
 from entityrl.algorithms.ppo.loss import PPOConfig, ppo_update
 from entityrl.algorithms.rnd import RND
@@ -44,19 +47,24 @@ class PPO(OnPolicyAlgorithm):
             if (self.scales_rewards if norm_reward is None else norm_reward)
             else None
         )
-        self.rnd = (
-            RND(ctx.env.obs_space, config.rnd, config.optim, num_envs, ctx.reducer)
-            if config.rnd.enabled
-            else None
-        )
+        space = ctx.env.obs_space
+        # Checkpoints keep each bonus's state under its name.
+        self.bonuses: dict[str, ExplorationBonus] = {}
+        if config.rnd.enabled:
+            self.bonuses["rnd"] = RND(space, config.rnd, config.optim, num_envs, ctx.reducer)
+        if config.icm.enabled:
+            self.bonuses["icm"] = ICM(
+                space, ctx.env.action_space, config.icm, config.optim, num_envs, ctx.reducer
+            )
         self.demonstrations = (
             DemonstrationLoss(config.bc, ctx.env, config.seed) if config.bc.strength else None
         )
 
     def begin(self, resumed: bool, pretrained: bool) -> None:
         super().begin(resumed, pretrained)
-        if not resumed and self.rnd is not None:
-            self.rnd.model.update_normalizers(self.sampler.obs, self.ctx.combine)
+        if not resumed:
+            for bonus in self.bonuses.values():
+                bonus.model.update_normalizers(self.sampler.obs, self.ctx.combine)
 
     def entropy_coef(self, step: int) -> float:
         ppo = self.ctx.config.ppo
@@ -72,10 +80,10 @@ class PPO(OnPolicyAlgorithm):
 
     def rewards(self, rollout: Rollout) -> npt.NDArray[np.float32]:
         """The rewards GAE estimates advantages from, (steps, envs): the task's, plus the
-        exploration bonus with RND."""
+        exploration bonuses."""
         rewards = self.task_rewards(rollout)
-        if self.rnd is not None:
-            rewards = rewards + self.rnd.bonus(rollout.obs, rollout.next_obs)
+        for bonus in self.bonuses.values():
+            rewards = rewards + bonus.rollout_bonus(rollout)
         return rewards
 
     def estimate(self, rollout: Rollout) -> None:
@@ -93,9 +101,8 @@ class PPO(OnPolicyAlgorithm):
                     ctx.net, ctx.optimizer, step, lr, optim.bs, optim.max_grad_norm
                 )
             )
-        if self.rnd is not None:
-            metrics["loss/rnd_loss"] = self.rnd.update(rollout.obs, ctx.rng)
-            metrics["loss/rnd_intrinsic"] = self.rnd.last_mean
+        for bonus in self.bonuses.values():
+            metrics.update(bonus.learn(rollout, ctx.rng))
         return metrics
 
     def learn(self, rollout: Rollout, step: int, lr: float) -> dict[str, float]:
@@ -121,13 +128,13 @@ class PPO(OnPolicyAlgorithm):
         state = super().state_dict()
         if self.reward_scaler is not None:
             state["reward_scale"] = self.reward_scaler.state_dict()
-        if self.rnd is not None:
-            state["rnd"] = self.rnd.state_dict()
+        for name, bonus in self.bonuses.items():
+            state[name] = bonus.state_dict()
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
         if self.reward_scaler is not None:
             self.reward_scaler.load_state_dict(state["reward_scale"])
-        if self.rnd is not None:
-            self.rnd.load_state_dict(state["rnd"])
+        for name, bonus in self.bonuses.items():
+            bonus.load_state_dict(state[name])
