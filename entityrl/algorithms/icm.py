@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -38,8 +39,8 @@ import torch
 from torch import nn
 from torch.nn import functional
 
-from entityrl.algorithms.common.checks import require_positive
 from entityrl.algorithms.common.intrinsic import (
+    BonusConfig,
     BonusScale,
     ExplorationBonus,
     RowEncoder,
@@ -56,35 +57,18 @@ from entityrl.ragged import RaggedArray
 
 
 @dataclass
-class ICMConfig:
-    """Intrinsic curiosity (an exploration bonus; off while ``coef`` is 0)."""
+class ICMConfig(BonusConfig):
+    """Intrinsic curiosity (an exploration bonus; off while ``coef`` is 0; ``d_model``: the
+    width of the encoder's features and of the models' hidden layers)."""
 
-    coef: float = 0.0
-    """Weight of the intrinsic reward (in units of its running return scale) added to the
-    environment's reward; 0 turns ICM off."""
+    section: ClassVar[str] = "icm"
     beta: float = 0.2
     """Weight of the forward loss against the inverse loss (the paper's 0.2)."""
-    gamma: float = 0.99
-    """Discount of the intrinsic return whose running scale normalizes the intrinsic reward."""
-    d_model: int = 64
-    """Width of the encoder's features and of the models' hidden layers."""
-    lr: float = 0.001
-    """Learning rate of the encoder and the two models."""
-    epochs: int = 1
-    """Passes over each rollout's transitions (in minibatches of optim.bs)."""
 
     def __post_init__(self) -> None:
-        if self.coef < 0:
-            raise ValueError(f"icm.coef must be >= 0, got {self.coef}")
+        super().__post_init__()
         if not 0 <= self.beta <= 1:
             raise ValueError(f"icm.beta must be in [0, 1], got {self.beta}")
-        if not 0 <= self.gamma <= 1:
-            raise ValueError(f"icm.gamma must be in [0, 1], got {self.gamma}")
-        require_positive("icm", d_model=self.d_model, lr=self.lr, epochs=self.epochs)
-
-    @property
-    def enabled(self) -> bool:
-        return self.coef > 0
 
 
 @dataclass(frozen=True)

@@ -21,13 +21,14 @@ rollout's observations, with its own optimizer.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import numpy.typing as npt
 import torch
 
-from entityrl.algorithms.common.checks import require_positive
 from entityrl.algorithms.common.intrinsic import (
+    BonusConfig,
     BonusScale,
     ExplorationBonus,
     RowEncoder,
@@ -41,31 +42,11 @@ from entityrl.env.vec_obs import VecObs
 
 
 @dataclass
-class RNDConfig:
-    """Random network distillation (an exploration bonus; off while ``coef`` is 0)."""
+class RNDConfig(BonusConfig):
+    """Random network distillation (an exploration bonus; off while ``coef`` is 0;
+    ``d_model``: the width of the target's and predictor's embeddings and output)."""
 
-    coef: float = 0.0
-    """Weight of the intrinsic reward (in units of its running return scale) added to the
-    environment's reward; 0 turns RND off."""
-    gamma: float = 0.99
-    """Discount of the intrinsic return whose running scale normalizes the intrinsic reward."""
-    d_model: int = 64
-    """Width of the target's and predictor's embeddings and output."""
-    lr: float = 0.001
-    """Learning rate of the predictor."""
-    epochs: int = 1
-    """Passes of the predictor over each rollout (in minibatches of optim.bs rows)."""
-
-    def __post_init__(self) -> None:
-        if self.coef < 0:
-            raise ValueError(f"rnd.coef must be >= 0, got {self.coef}")
-        if not 0 <= self.gamma <= 1:
-            raise ValueError(f"rnd.gamma must be in [0, 1], got {self.gamma}")
-        require_positive("rnd", d_model=self.d_model, lr=self.lr, epochs=self.epochs)
-
-    @property
-    def enabled(self) -> bool:
-        return self.coef > 0
+    section: ClassVar[str] = "rnd"
 
 
 class RNDModel(RowInputs):

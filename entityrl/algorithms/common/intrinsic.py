@@ -15,13 +15,15 @@ episodes (on Corridor, RND policies learned to stop short of the goal once they 
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
 import torch
 from torch import nn
 
+from entityrl.algorithms.common.checks import require_positive
 from entityrl.algorithms.common.optimizer import FlatOptimizer
 from entityrl.algorithms.common.reduce import Reducer
 from entityrl.algorithms.common.reward_scale import RewardScaler
@@ -29,6 +31,35 @@ from entityrl.algorithms.common.rollout import Rollout
 from entityrl.env.spaces import ObsSpace
 from entityrl.env.vec_obs import VecObs
 from entityrl.nn.input_norm import Combine, RunningNorm
+
+
+@dataclass
+class BonusConfig:
+    """The settings every exploration bonus has (its config section adds its own)."""
+
+    section: ClassVar[str]
+    coef: float = 0.0
+    """Weight of the intrinsic reward (in units of its running return scale) added to the
+    environment's reward; 0 turns the bonus off."""
+    gamma: float = 0.99
+    """Discount of the intrinsic return whose running scale normalizes the intrinsic reward."""
+    d_model: int = 64
+    """Width of the bonus's networks."""
+    lr: float = 0.001
+    """Learning rate of the bonus's trained networks."""
+    epochs: int = 1
+    """Passes over each rollout (in minibatches of optim.bs rows)."""
+
+    def __post_init__(self) -> None:
+        if self.coef < 0:
+            raise ValueError(f"{self.section}.coef must be >= 0, got {self.coef}")
+        if not 0 <= self.gamma <= 1:
+            raise ValueError(f"{self.section}.gamma must be in [0, 1], got {self.gamma}")
+        require_positive(self.section, d_model=self.d_model, lr=self.lr, epochs=self.epochs)
+
+    @property
+    def enabled(self) -> bool:
+        return self.coef > 0
 
 
 class RowEncoder(nn.Module):
