@@ -15,7 +15,8 @@ then one line per step of each complete episode, in the order the episodes ended
 
 Entities are numbered within the observation, type after type in the space's order (as in
 :class:`~entityrl.env.VecObs`); ``reward`` is what the step's actions earned and ``return`` the
-episode's sum through this step. Any environment records, natively batched ones included;
+episode's sum through this step. A continuous action's entry in ``actions`` holds, per actor,
+the list of its values. Any environment records, natively batched ones included;
 numpy only.
 """
 
@@ -28,6 +29,7 @@ from typing import IO, Any
 
 import numpy as np
 
+from entityrl.env.actions import kind_of
 from entityrl.env.space_data import spaces_to_data
 from entityrl.env.vec_env import VecEnv
 from entityrl.env.vec_obs import VecObs, VecSelectEntityMask
@@ -71,7 +73,10 @@ class RecordingEnv:
                 {
                     "step": len(steps),
                     "observation": row_observation(before, row),
-                    "actions": {name: _row(a, row)[:, 0].tolist() for name, a in actions.items()},
+                    "actions": {
+                        name: _chosen(self.env.action_space[name], a, row)
+                        for name, a in actions.items()
+                    },
                     "reward": reward,
                     "return": (steps[-1]["return"] if steps else 0.0) + reward,
                 }
@@ -110,6 +115,13 @@ def read_episodes(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]
     if not lines or lines[0].get("format") != FORMAT:
         raise ValueError(f"{path}: not a recording of entityrl episodes (expected format {FORMAT})")
     return lines[0], lines[1:]
+
+
+def _chosen(space: Any, values: RaggedArray, row: int) -> list[Any]:
+    """What the actors of ``row`` chose: one number each (a choice, a candidate's position),
+    or for a continuous action each its values."""
+    chosen = _row(values, row)
+    return chosen[:, 0].tolist() if kind_of(space).discrete else chosen.tolist()
 
 
 def _row(array: RaggedArray, row: int) -> np.ndarray:

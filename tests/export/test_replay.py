@@ -73,3 +73,17 @@ def test_eval_records_episodes_from_the_command_line(tmp_path: Path, capsys) -> 
     assert len({s["episode"] for s in steps}) >= 5
     assert all(len(s["observation"]["features"]["Spaceship"]) == 1 for s in steps)
     assert not list(record.parent.glob(".*.tmp"))
+
+
+def test_continuous_actions_are_recorded_with_every_component(tmp_path) -> None:
+    """Each actor's chosen values, all of them (the viewer shows them), not the first only."""
+    env = make_vec("ContinuousMoveToOrigin", 2, seed=0)
+    out = io.StringIO()
+    recording = RecordingEnv(env, out, {"id": "ContinuousMoveToOrigin", "kwargs": {}})
+    evaluate(RandomPolicy(env.action_space, seed=0), recording, episodes=2)
+    path = tmp_path / "episodes.jsonl"
+    path.write_text(out.getvalue())
+    _, steps = read_episodes(path)
+    chosen = np.array([step["actions"]["thrust"] for step in steps])  # (steps, actors, dims)
+    assert chosen.shape == (len(steps), 1, 2)
+    assert np.all(np.abs(chosen) <= 0.01) and len(np.unique(chosen[:, 0, 1])) > 1

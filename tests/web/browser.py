@@ -7,10 +7,15 @@ import functools
 import os
 import shutil
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from entityrl.env import Observation
 
 WEB = Path(__file__).resolve().parents[2] / "web"
 CHROMIUM_FLAGS = [
@@ -45,7 +50,7 @@ def missing_requirements() -> str | None:
 
 
 class _Handler(SimpleHTTPRequestHandler):
-    """web/ at /, and the files of ``extra`` at /files/. Cross-origin isolated, so that the
+    """The page's folder at /, and the files of ``extra`` at /files/. Cross-origin isolated, so that the
     page's clock is precise enough to time single decisions."""
 
     extra: Path
@@ -66,10 +71,11 @@ class _Handler(SimpleHTTPRequestHandler):
 
 
 @contextmanager
-def serve(extra: Path) -> Iterator[str]:
-    """Serve web/ (and ``extra`` at /files/) on a free local port; yields the base URL."""
+def serve(extra: Path, root: Path = WEB) -> Iterator[str]:
+    """Serve ``root`` (web/, or a build of it) and ``extra`` at /files/ on a free local port;
+    yields the base URL."""
     handler = type("Handler", (_Handler,), {"extra": extra})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(WEB)))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(root)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -93,3 +99,35 @@ def browser_page() -> Iterator[object]:
             yield page
         finally:
             browser.close()
+
+
+def to_json(value: Any) -> Any:
+    """Observations and actions as the page takes them: tuples and arrays become lists."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, Mapping):
+        return {str(k): to_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_json(v) for v in value]
+    if hasattr(value, "__dataclass_fields__"):
+        return {
+            k: to_json(getattr(value, k))
+            for k in value.__dataclass_fields__
+            if getattr(value, k) is not None
+        }
+    return value
+
+
+def observation_json(obs: Observation) -> dict[str, Any]:
+    data = to_json(obs)
+    data.pop("metrics", None)
+    return data
+
+
+def artifacts(tmp_path: Path) -> Path:
+    """Where screenshots go: $ENTITYRL_TEST_ARTIFACTS (CI keeps it), else the test's temp dir."""
+    directory = Path(os.environ.get("ENTITYRL_TEST_ARTIFACTS", tmp_path))
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory

@@ -5,7 +5,6 @@ are missing."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -13,17 +12,30 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from browser import browser_page, missing_requirements, serve
+from browser import (
+    artifacts,
+    browser_page,
+    missing_requirements,
+    observation_json,
+    serve,
+    to_json,
+)
 from env.strategies import observations
 from export.torch_reference import sharpened, untrained_agent
 from hypothesis import HealthCheck, given, settings
+from stacking_envs import Blinking
 
 from entityrl.env import (
     Action,
     CategoricalAction,
     CategoricalActionSpace,
+    ContinuousActionMask,
+    ContinuousActionSpace,
     Entity,
+    GlobalCategoricalActionMask,
     GlobalCategoricalActionSpace,
+    GlobalContinuousActionMask,
+    GlobalContinuousActionSpace,
     Observation,
     ObsSpace,
     RandomPolicy,
@@ -57,31 +69,6 @@ EPISODES = 150  # of the evaluation in the page, and in Python
 
 
 # ---------------------------------------------------------------------------- JSON forms
-def to_json(value: Any) -> Any:
-    """Observations and actions as the page takes them: tuples and arrays become lists."""
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, Mapping):
-        return {str(k): to_json(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [to_json(v) for v in value]
-    if hasattr(value, "__dataclass_fields__"):
-        return {
-            k: to_json(getattr(value, k))
-            for k in value.__dataclass_fields__
-            if getattr(value, k) is not None
-        }
-    return value
-
-
-def observation_json(obs: Observation) -> dict[str, Any]:
-    data = to_json(obs)
-    data.pop("metrics", None)
-    return data
-
-
 def actions_json(actions: Mapping[str, Action]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, action in actions.items():
@@ -124,6 +111,23 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
             agent.net.memory.proj.weight.mul_(MEMORY_WEIGHT)
         export_onnx(sharpened(agent), directory / f"{name}.onnx")
     export_onnx(untrained_agent(*EVERY_KIND), directory / "every_kind.onnx")
+    env = ContinuousMoveToOrigin()
+    export_onnx(
+        untrained_agent(env.obs_space(), env.action_space(), "ContinuousMoveToOrigin"),
+        directory / "continuous.onnx",
+    )
+    # Sharpened 400-fold: means up to about 4 half ranges from the centre, so that the most
+    # probable actions (the means, clipped) reach the bounds.
+    export_onnx(sharpened(untrained_agent(*GAUSSIAN), 400), directory / "gaussian.onnx")
+    wide = untrained_agent(*GAUSSIAN_WIDE)
+    with torch.no_grad():  # standard deviations 0.5 and 2 for thrust: far inside the bounds
+        wide.net.heads["thrust"].log_std.copy_(torch.tensor([0.5, 2.0]).log() - np.log(100))
+    export_onnx(wide, directory / "gaussian_wide.onnx")
+    for ids in ("int", "str"):
+        env = Blinking(ids=ids)
+        stacked = untrained_agent(stacked_space(env.obs_space(), STACK), env.action_space())
+        stacked.config.env.stack = STACK
+        export_onnx(sharpened(stacked), directory / f"blinking_{ids}_stacked.onnx")
     return directory
 
 
@@ -135,6 +139,21 @@ EVERY_KIND = (
         "mode": GlobalCategoricalActionSpace(["calm", "bold"]),
     },
 )
+
+
+GAUSSIAN = (
+    ObsSpace({"Ship": Entity(["x", "y"])}, ["time"]),
+    {
+        "thrust": ContinuousActionSpace(["dx", "dy"], low=-0.05, high=0.05),
+        "throttle": GlobalContinuousActionSpace(["power"], low=[-0.02], high=[0.03]),
+        "mode": GlobalCategoricalActionSpace(["calm", "bold"]),
+    },
+)
+GAUSSIAN_WIDE = (
+    ObsSpace({"Ship": Entity(["x", "y"])}),
+    {"thrust": ContinuousActionSpace(["dx", "dy"], low=-100.0, high=100.0)},
+)
+STACK = 3
 
 
 @pytest.fixture(scope="module")
@@ -162,13 +181,6 @@ def use(page: Any, model: str) -> None:
     page.evaluate("(model) => { window.entityrl.current = model; }", model)
 
 
-def artifacts(tmp_path: Path) -> Path:
-    """Where screenshots go: $ENTITYRL_TEST_ARTIFACTS (CI keeps it), else the test's temp dir."""
-    directory = Path(os.environ.get("ENTITYRL_TEST_ARTIFACTS", tmp_path))
-    directory.mkdir(parents=True, exist_ok=True)
-    return directory
-
-
 # ---------------------------------------------------------------------------- decisions
 def assert_page_decides_as_python(
     page: Any, policy: OnnxPolicy, obs: Observation, new_episode: bool = False
@@ -177,17 +189,23 @@ def assert_page_decides_as_python(
     got = page.evaluate(
         """async ([obs, newEpisode]) => {
             const d = await window.entityrl.decide(obs, { newEpisode });
-            const probs = {};
-            for (const [name, a] of Object.entries(d.actions)) probs[name] = a.probs.map((r) => Array.from(r));
-            return { probs, value: d.value };
+            const rows = (table) => table.map((r) => Array.from(r));
+            const probs = {}, mean = {}, std = {};
+            for (const [name, a] of Object.entries(d.actions)) {
+                if (a.mean) [mean[name], std[name]] = [rows(a.mean), Array.from(a.std)];
+                else probs[name] = rows(a.probs);
+            }
+            return { probs, mean, std, value: d.value };
         }""",
         [observation_json(obs), new_episode],
     )
     want = policy.decide(obs, new_episode=new_episode)
     assert got["value"] == pytest.approx(want.value, abs=TOLERANCE)
-    for name, probs in want.probs.items():
-        page_probs = np.array(got["probs"][name], dtype=np.float32).reshape(probs.shape)
-        np.testing.assert_allclose(page_probs, probs, atol=TOLERANCE, rtol=0)
+    for key, tables in (("probs", want.probs), ("mean", want.mean), ("std", want.std)):
+        assert set(got[key]) == set(tables), key
+        for name, table in tables.items():
+            page_table = np.array(got[key][name], dtype=np.float32).reshape(table.shape)
+            np.testing.assert_allclose(page_table, table, atol=TOLERANCE, rtol=0)
     return want
 
 
@@ -235,6 +253,106 @@ def test_the_page_carries_a_memory_models_state_as_python_does(page, models) -> 
             values.append(decision.value)
             obs = env.act({})
         assert len(set(values[1:])) > 1, "the state does not change the decisions"
+
+
+def page_act(page: Any, obs: Observation) -> dict[str, Any]:
+    """The page's most probable actions for ``obs``."""
+    return page.evaluate(
+        "async (obs) => (await window.entityrl.act(obs, { deterministic: true })).actions",
+        observation_json(obs),
+    )
+
+
+def test_the_page_decides_and_acts_on_continuous_actions_as_python(page, models) -> None:
+    """Per-actor and global Gaussians: means and standard deviations as onnxruntime's in
+    Python; the most probable actions are the means clipped to the bounds, as Python's."""
+    use(page, "continuous.onnx")
+    policy = load(models / "continuous.onnx", deterministic=True)
+    env = ContinuousMoveToOrigin()
+    env.seed(2)
+    obs = env.reset()
+    for _ in range(10):
+        assert_page_decides_as_python(page, policy, obs)
+        want = policy.act(obs)
+        got = page_act(page, obs)
+        assert got["thrust"]["actors"] == to_json(want["thrust"].actors)
+        np.testing.assert_allclose(got["thrust"]["values"], want["thrust"].values, atol=TOLERANCE)
+        obs = env.act(want)
+    use(page, "gaussian.onnx")
+    policy = load(models / "gaussian.onnx", deterministic=True)
+    rng = np.random.default_rng(0)
+    clipped = 0
+    for ships in (0, 1, 3, 5):
+        obs = Observation(
+            features={"Ship": rng.normal(size=(ships, 2)) * 3},
+            ids={"Ship": [f"ship {i}" for i in range(ships)]},
+            global_features=[float(rng.normal())],
+            actions={"thrust": ContinuousActionMask(actor_types=["Ship"])},
+        )
+        if ships != 3:  # the global actions offered or not
+            obs.actions["throttle"] = GlobalContinuousActionMask()
+            obs.actions["mode"] = GlobalCategoricalActionMask()
+        assert_page_decides_as_python(page, policy, obs)
+        want, got = policy.act(obs), page_act(page, obs)
+        # The page leaves out actions nobody takes (Python gives them without actors).
+        assert set(got) == {n for n, a in want.items() if len(getattr(a, "actors", "global"))}
+        if "throttle" in want:
+            np.testing.assert_allclose(
+                got["throttle"]["values"], want["throttle"].values, atol=TOLERANCE
+            )
+            clipped += np.isin(want["throttle"].values, np.float32([-0.02, 0.03])).sum()
+        if ships:
+            np.testing.assert_allclose(
+                got["thrust"]["values"], want["thrust"].values, atol=TOLERANCE
+            )
+            clipped += np.isin(want["thrust"].values, np.float32([-0.05, 0.05])).sum()
+    assert clipped, "no mean beyond a bound: clipping went untested"
+
+
+def test_the_pages_sampled_continuous_actions_follow_the_gaussian(page, models) -> None:
+    """3,000 seeded draws of each of two actors (bounds far away: no clipping): each
+    component's mean and standard deviation within 5 standard errors of the decision's."""
+    use(page, "gaussian_wide.onnx")
+    obs = Observation(
+        features={"Ship": [[0.5, -1.0], [2.0, 0.3]]},
+        actions={"thrust": ContinuousActionMask(actor_types=["Ship"])},
+    )
+    draws = 3000
+    values = np.array(
+        page.evaluate(
+            """async ([obs, draws]) => {
+                const rng = new window.entityrl.Random(7);
+                const out = [];
+                for (let i = 0; i < draws; i++) out.push((await window.entityrl.act(obs, { rng })).actions.thrust.values);
+                return out;
+            }""",
+            [observation_json(obs), draws],
+        )
+    )  # (draws, actors, dims)
+    decision = load(models / "gaussian_wide.onnx").decide(obs)
+    mean, std = decision.mean["thrust"], decision.std["thrust"]
+    np.testing.assert_allclose(std, [0.5, 2.0], rtol=1e-5)
+    assert np.all(np.abs(values.mean(axis=0) - mean) <= 5 * std / np.sqrt(draws))
+    assert np.all(np.abs(values.std(axis=0) - std) <= 5 * std / np.sqrt(2 * draws))
+
+
+@pytest.mark.parametrize("ids", ["int", "str"])
+def test_the_page_stacks_observations_as_python_does(page, models, ids) -> None:
+    """A policy trained 3 steps deep, fed raw Blinking observations (entities vanishing,
+    coming back and changing places; int or str ids): the page stacks each episode's history
+    as the Python runtime does, and starts it afresh with each episode."""
+    model = f"blinking_{ids}_stacked.onnx"
+    use(page, model)
+    policy = load(models / model)
+    env = Blinking(ids=ids)
+    for seed in range(3):
+        env.seed(seed)
+        obs = env.reset()
+        values = []
+        for step in range(env.length):
+            values.append(assert_page_decides_as_python(page, policy, obs, step == 0).value)
+            obs = env.act({})
+        assert len(set(values)) == len(values), "the history does not change the decisions"
 
 
 # ---------------------------------------------------------------------------- rules
@@ -405,24 +523,3 @@ def test_the_replay_viewer_steps_through_recorded_episodes(page, tmp_path) -> No
     actors = sum(len(chosen) for chosen in last["actions"].values())
     assert page.locator("#replay-details tr").count() == 1 + entities + actors
     page.locator("#replay").screenshot(path=str(artifacts(tmp_path) / "web-replay.png"))
-
-
-def test_the_page_refuses_continuous_and_stacked_models_visibly(page, tmp_path) -> None:
-    """Continuous actions and stacked observations are for the Python runtime: the page names
-    what it cannot do in its status line instead of failing later."""
-    env = ContinuousMoveToOrigin()
-    continuous = untrained_agent(env.obs_space(), env.action_space(), "ContinuousMoveToOrigin")
-    export_onnx(continuous, tmp_path / "continuous.onnx")
-    stacked = untrained_agent(
-        stacked_space(CherryPick().obs_space(), 2), CherryPick().action_space()
-    )
-    stacked.config.env.stack = 2
-    export_onnx(stacked, tmp_path / "stacked.onnx")
-    for model, reason in (
-        ("continuous.onnx", "action 'thrust' is continuous (ContinuousActionSpace)"),
-        ("stacked.onnx", "it was trained on stacked observations"),
-    ):
-        page.set_input_files("#model-file", str(tmp_path / model))
-        page.wait_for_selector(f"#status:has-text('cannot load {model}')")
-        status = page.text_content("#status")
-        assert "this page cannot run this model" in status and reason in status, status

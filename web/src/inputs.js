@@ -2,8 +2,20 @@
 // as entityrl.inference builds them: entities numbered type after type in the observation
 // space's order, actors and candidates named by id or by type, masks all-true when absent.
 
-const CATEGORICAL = "CategoricalActionSpace";
-const GLOBAL = "GlobalCategoricalActionSpace";
+export const CATEGORICAL = "CategoricalActionSpace";
+export const GLOBAL = "GlobalCategoricalActionSpace";
+export const CONTINUOUS = "ContinuousActionSpace";
+export const GLOBAL_CONTINUOUS = "GlobalContinuousActionSpace";
+
+// Whether an action's outputs are a Gaussian's mean and std rather than probabilities.
+export function isGaussian(space) {
+  return space.kind === CONTINUOUS || space.kind === GLOBAL_CONTINUOUS;
+}
+
+// Whether the whole observation takes the action (no actors input).
+export function isGlobal(space) {
+  return space.kind === GLOBAL || space.kind === GLOBAL_CONTINUOUS;
+}
 
 export function idKey(id) {
   return JSON.stringify(id);
@@ -55,6 +67,9 @@ export function observationInputs(obs, spaces) {
   }
   if (spaces.global_features.length) {
     const given = obs.global_features ?? [];
+    if (given.length !== spaces.global_features.length) {
+      throw new Error(`global_features: expected ${spaces.global_features.length}, got ${given.length}`);
+    }
     feeds.global_features = {
       type: "float32",
       data: Float32Array.from(given),
@@ -79,16 +94,23 @@ export function observationInputs(obs, spaces) {
   const offered = {};
   for (const [name, space] of Object.entries(spaces.actions)) {
     const spec = obs.actions?.[name];
-    const choices = space.choices.length;
-    if (space.kind === GLOBAL) {
-      feeds[`mask/${name}`] = boolTable(1, choices, spec?.mask == null ? null : [spec.mask], name);
+    if (isGlobal(space)) {
+      // A Gaussian has no mask: every value is legal.
+      if (space.kind === GLOBAL) {
+        const mask = spec?.mask == null ? null : [spec.mask];
+        feeds[`mask/${name}`] = boolTable(1, space.choices.length, mask, name);
+      }
       offered[name] = { actors: spec ? [null] : [] };
       continue;
     }
     const actors = spec ? named(spec.actor_ids, spec.actor_types) : [];
     feeds[`actors/${name}`] = indices(actors);
+    if (space.kind === CONTINUOUS) {
+      offered[name] = { actors: actors.map((i) => ids[i]) };
+      continue;
+    }
     if (space.kind === CATEGORICAL) {
-      feeds[`mask/${name}`] = boolTable(actors.length, choices, spec?.mask, name);
+      feeds[`mask/${name}`] = boolTable(actors.length, space.choices.length, spec?.mask, name);
       offered[name] = { actors: actors.map((i) => ids[i]) };
       continue;
     }

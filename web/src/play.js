@@ -8,20 +8,20 @@ export function makeEnvironment(env, rng) {
   const Env = ENVIRONMENTS[env.id];
   if (!Env) {
     throw new Error(
-      `no rules for ${env.id} in this page (it has ${Object.keys(ENVIRONMENTS).join(", ")}); replay recorded episodes instead`,
+      `no rules for ${env.id} in this page (it has ${Object.keys(ENVIRONMENTS).join(", ")}): add yours with ?env=URL (docs/deploy.md), or replay recorded episodes`,
     );
   }
   return new Env(env.kwargs ?? {}, rng);
 }
 
-// Runs `run` with `policy`, then gives the policy back the state it had (memory): the page's
-// own episode goes on as it was.
+// Runs `run` with `policy`, then gives the policy back the episode it carried (memory,
+// stacking): the page's own episode goes on as it was.
 async function keepingState(policy, run) {
-  const saved = policy.state;
+  const saved = policy.episode;
   try {
     return await run();
   } finally {
-    policy.state = saved;
+    policy.episode = saved;
   }
 }
 

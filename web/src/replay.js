@@ -1,36 +1,57 @@
 // The replay viewer: recorded episodes (entityrl-episodes/1 JSON lines, written by
-// `entityrl eval --replay`; format in entityrl/export/replay.py), step by step, for any
-// environment: entities with position features drawn on the board, every entity's features and
-// the actions taken in a table.
+// `entityrl eval --replay`; format in entityrl/export/replay.py), step by step or played on,
+// for any environment: the generic entity view (entity_view.js) draws and lists the
+// entities, and a table gives the actions taken.
+
+import { EntityView, cell, tableWith } from "./entity_view.js";
+import { isGaussian, isGlobal } from "./inputs.js";
 
 const FORMAT = "entityrl-episodes/1";
-const COLORS = ["#c22", "#246", "#393", "#d80", "#839", "#0aa", "#777"];
-const X_NAMES = ["x", "x_pos", "pos_x"];
-const Y_NAMES = ["y", "y_pos", "pos_y"];
+const AUTOPLAY_MS = 300;
 
-function positionColumn(features, names) {
-  return features.findIndex((f) => names.includes(f));
-}
-
+// The header and steps of a recording; errors name the line that is not what it should be.
 export function parseEpisodes(text) {
   const lines = text.split("\n").filter((line) => line.trim());
   if (!lines.length) throw new Error("the file is empty");
-  const header = JSON.parse(lines[0]);
-  if (header.format !== FORMAT) {
-    throw new Error(`not a recording of entityrl episodes (format ${header.format}, expected ${FORMAT})`);
+  const parsed = lines.map((line, i) => {
+    try {
+      return JSON.parse(line);
+    } catch (err) {
+      throw new Error(`line ${i + 1} is not JSON (${err.message})`);
+    }
+  });
+  const [header, ...steps] = parsed;
+  if (header?.format !== FORMAT) {
+    const found = header?.format == null ? "no format on its first line" : `format ${JSON.stringify(header.format)}`;
+    throw new Error(`not a recording of entityrl episodes: ${found}, expected ${FORMAT} (write one with \`entityrl eval RUN --replay FILE.jsonl\`)`);
   }
-  return { header, steps: lines.slice(1).map((line) => JSON.parse(line)) };
+  if (!header.spaces?.entities || !header.spaces?.actions) {
+    throw new Error("the header has no spaces (entities and actions)");
+  }
+  steps.forEach((step, i) => {
+    if (!step.observation?.features) throw new Error(`line ${i + 2}: a step without observation.features`);
+    const unknown = Object.keys(step.actions ?? {}).filter((name) => !(name in header.spaces.actions));
+    if (unknown.length) {
+      throw new Error(`line ${i + 2}: actions ${unknown.join(", ")} are not in the header's spaces (${Object.keys(header.spaces.actions).join(", ")})`);
+    }
+  });
+  return { header, steps };
 }
 
 export class Replay {
-  constructor(canvas, details, slider, where) {
-    Object.assign(this, { canvas, details, slider, where, steps: [], index: 0, header: null });
+  constructor({ canvas, legend, details, slider, where, play }) {
+    Object.assign(this, { canvas, legend, details, slider, where, playButton: play });
+    Object.assign(this, { steps: [], index: 0, header: null, view: null, timer: null });
   }
 
   load(text) {
     const { header, steps } = parseEpisodes(text);
+    this.pause();
     this.header = header;
     this.steps = steps;
+    // Entities are known by their number in the observation: recordings keep no ids.
+    this.view = new EntityView(this.canvas, this.legend, header.spaces, (type, i, number) => `#${number}`);
+    for (const step of steps) this.view.fit(step.observation);
     this.slider.max = String(Math.max(steps.length - 1, 0));
     this.show(0);
     return steps.length;
@@ -41,58 +62,48 @@ export class Replay {
     this.index = Math.min(Math.max(index, 0), this.steps.length - 1);
     this.slider.value = String(this.index);
     const step = this.steps[this.index];
-    this.where.textContent = `${this.header.env.id}: episode ${step.episode}, step ${step.step}: reward ${step.reward.toFixed(3)}, return ${step.return.toFixed(3)}`;
-    this.draw(step.observation);
+    this.where.textContent = `${this.header.env?.id ?? "unknown environment"}: episode ${step.episode}, step ${step.step}: reward ${Number(step.reward).toFixed(3)}, return ${Number(step.return).toFixed(3)}`;
+    this.view.draw(step.observation);
     this.describe(step);
   }
 
-  // Entities with position features (x and y, x_pos and y_pos), each type in its colour, on a
-  // board fitted to them all.
-  draw(obs) {
-    const ctx = this.canvas.getContext("2d");
-    const { width, height } = this.canvas;
-    ctx.clearRect(0, 0, width, height);
-    const placed = [];
-    Object.entries(this.header.spaces.entities).forEach(([type, features], t) => {
-      const x = positionColumn(features, X_NAMES);
-      const y = positionColumn(features, Y_NAMES);
-      if (x < 0 || y < 0) return;
-      for (const row of obs.features[type] ?? []) placed.push([row[x], row[y], COLORS[t % COLORS.length]]);
-    });
-    if (!placed.length) return;
-    const xs = placed.map((p) => p[0]);
-    const ys = placed.map((p) => p[1]);
-    const [x0, x1, y0, y1] = [Math.min(...xs), Math.max(...xs), Math.min(...ys), Math.max(...ys)];
-    const scale = Math.min((width - 40) / Math.max(x1 - x0, 1), (height - 40) / Math.max(y1 - y0, 1));
-    for (const [x, y, color] of placed) {
-      ctx.fillStyle = color;
-      ctx.beginPath();
-      ctx.arc(20 + (x - x0) * scale, height - 20 - (y - y0) * scale, 8, 0, 2 * Math.PI);
-      ctx.fill();
-    }
+  // Steps on every AUTOPLAY_MS until the last step (or pause()).
+  play() {
+    if (!this.steps.length || this.timer) return;
+    if (this.index === this.steps.length - 1) this.show(0);
+    this.playButton.textContent = "Pause";
+    this.timer = setInterval(() => {
+      if (this.index >= this.steps.length - 1) this.pause();
+      else this.show(this.index + 1);
+    }, AUTOPLAY_MS);
+  }
+
+  pause() {
+    clearInterval(this.timer);
+    this.timer = null;
+    this.playButton.textContent = "Play";
   }
 
   // Every entity's features, then each action's actors and what they chose.
   describe(step) {
-    const { spaces } = this.header;
-    const rows = [];
-    let index = 0;
-    Object.entries(spaces.entities).forEach(([type, features], t) => {
-      for (const row of step.observation.features[type] ?? []) {
-        const shown = features.map((f, i) => `${f}=${Number(row[i]).toFixed(3)}`).join(" ");
-        rows.push(`<tr><td>${index++}</td><td style="color:${COLORS[t % COLORS.length]}">${type}</td><td>${shown}</td></tr>`);
-      }
-    });
+    const table = tableWith(["#", "type / action", "features / choice"]);
+    this.view.listEntities(table, step.observation);
+    const { actions } = this.header.spaces;
     for (const [name, chosen] of Object.entries(step.actions ?? {})) {
-      const space = spaces.actions[name];
-      const actors = step.observation.actions[name]?.actors ?? [];
-      const actees = step.observation.actions[name]?.actees ?? [];
+      const space = actions[name];
+      const offered = step.observation.actions?.[name] ?? {};
       chosen.forEach((c, a) => {
-        const what = space.choices.length ? space.choices[c] : `entity ${actees[c]}`;
-        const who = space.kind === "GlobalCategoricalActionSpace" ? "the observation" : `entity ${actors[a]}`;
-        rows.push(`<tr><td></td><td>${name}</td><td>${who} → ${what}</td></tr>`);
+        const who = isGlobal(space) ? "the observation" : `#${offered.actors?.[a]}`;
+        let what;
+        if (isGaussian(space)) what = [c].flat().map((v) => Number(v).toFixed(3)).join(", ");
+        else if (space.choices?.length) what = space.choices[c];
+        else what = `#${offered.actees?.[c]}`;
+        const tr = table.insertRow();
+        cell(tr, "");
+        cell(tr, name);
+        cell(tr, `${who} → ${what}`);
       });
     }
-    this.details.innerHTML = `<table><tr><th>#</th><th>type / action</th><th>features / choice</th></tr>${rows.join("")}</table>`;
+    this.details.replaceChildren(table);
   }
 }
