@@ -41,6 +41,7 @@ from _peer import machine
 from learning import run
 from results import replace_section
 
+from entityrl import stats
 from entityrl.env.random_policy import RandomPolicy
 from entityrl.envs import make_vec
 from entityrl.training import evaluate
@@ -124,27 +125,6 @@ def train_sb3(task: Task, seed: int, steps: int) -> dict[str, Any]:
     return {"steps": result["steps"], "seconds": result["seconds"], "return": result["reached"]}
 
 
-def iqm(scores: npt.NDArray[np.float64]) -> float:
-    """Interquartile mean: the mean of the middle half (a quarter cut from each end)."""
-    ordered = np.sort(scores)
-    cut = int(0.25 * len(ordered))
-    return float(ordered[cut : len(ordered) - cut].mean())
-
-
-def iqm_interval(
-    per_task: list[npt.NDArray[np.float64]], reps: int = 2000, seed: int = 0
-) -> tuple[float, float, float]:
-    """IQM over all runs and its 95% stratified bootstrap interval: each replicate resamples
-    every task's runs (seeds) with replacement, keeping the task mix fixed."""
-    rng = np.random.default_rng(seed)
-    point = iqm(np.concatenate(per_task))
-    replicates = [
-        iqm(np.concatenate([rng.choice(runs, len(runs)) for runs in per_task])) for _ in range(reps)
-    ]
-    low, high = np.percentile(replicates, [2.5, 97.5])
-    return point, float(low), float(high)
-
-
 def run_key(trainer: str, task: str, seed: int, steps: int) -> str:
     return f"{trainer}|{task}|{seed}|{steps}"
 
@@ -185,8 +165,13 @@ def report(
         "|---|---:|---|",
     ]
     for trainer in trainers if common else []:
-        point, lo, hi = iqm_interval([scores[trainer][name] for name in common])
-        summary.append(f"| {trainer} | {point:.2f} | [{lo:.2f}, {hi:.2f}] |")
+        iqm = stats.interval([scores[trainer][name] for name in common])
+        summary.append(f"| {trainer} | {iqm.value:.2f} | [{iqm.low:.2f}, {iqm.high:.2f}] |")
+    if len(trainers) == 2 and common:
+        first, second = ([scores[t][name] for name in common] for t in trainers)
+        chance = stats.probability_of_improvement(first, second)
+        summary += ["", f"Probability that a run of {trainers[0]} outscores one of {trainers[1]} "
+                    f"on a task drawn at random: {chance}."]  # fmt: skip
     randoms = ", ".join(
         f"{t.name} {cache['random'][t.name]:.3g} (reference {t.best:g})"
         for t in tasks
