@@ -29,9 +29,9 @@ from entityrl.algorithms.bc.loss import BCConfig
 from entityrl.algorithms.common.checks import require_positive
 from entityrl.algorithms.common.optimizer import OptimConfig
 from entityrl.algorithms.gail.discriminator import GAILConfig
+from entityrl.algorithms.icm import ICMConfig
 from entityrl.algorithms.poca.critic import POCAConfig
 from entityrl.algorithms.ppo.loss import PPOConfig
-from entityrl.algorithms.icm import ICMConfig
 from entityrl.algorithms.rnd import RNDConfig
 from entityrl.algorithms.self_play.pool import SelfPlayConfig
 from entityrl.nn.device import check_device_setting
