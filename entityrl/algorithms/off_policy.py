@@ -88,6 +88,12 @@ class OffPolicyAlgorithm(Algorithm):
     @classmethod
     def check(cls, config: TrainConfig) -> None:
         super().check(config)
+        if config.env.decisions.enabled:
+            raise ConfigError(
+                f"algo={config.algo} learns from single steps: it does not support "
+                "env.decisions (agents deciding at their own times) yet; use an on-policy "
+                "algorithm (ppo, selfplay, gail) or env.decisions at its defaults"
+            )
         for key, on in (("rnd.coef", config.rnd.enabled), ("icm.coef", config.icm.enabled)):
             if on:
                 raise ConfigError(

@@ -21,6 +21,7 @@ from entityrl.algorithms.base import Algorithm, Context, Iteration
 from entityrl.algorithms.common.rollout import Rollout
 from entityrl.env.vec_obs import VecObs
 from entityrl.training.async_sampler import AsyncSampler
+from entityrl.training.config import ConfigError, TrainConfig
 from entityrl.training.sampler import Sampler, make_sampler
 
 
@@ -29,6 +30,31 @@ class OnPolicyAlgorithm(Algorithm):
     from once it is collected."""
 
     learns_from_episodes = True
+
+    @classmethod
+    def check(cls, config: TrainConfig) -> None:
+        super().check(config)
+        if not config.env.decisions.enabled:
+            return
+        # A row's states and V-trace's ratios run over every step; decisions skip steps.
+        for key, on in (
+            ("net.memory", config.net.memory),
+            ("rollout.mode=async", config.rollout.mode == "async"),
+        ):
+            if on:
+                raise ConfigError(
+                    f"env.decisions (agents deciding at their own times) does not support {key} "
+                    "yet: expected it off, or env.decisions at its defaults (every agent every step)"
+                )
+        decisions, steps = config.env.decisions, config.rollout.steps
+        longest = max([decisions.period, *decisions.periods.values()])
+        # A decision whose period runs past the rollout's end is not learned from: with periods
+        # longer than a rollout, hardly any would be.
+        if longest > steps:
+            raise ConfigError(
+                f"env.decisions: the longest period ({longest} steps) must fit in a rollout: "
+                f"expected rollout.steps >= {longest}, got {steps}"
+            )
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
@@ -41,7 +67,9 @@ class OnPolicyAlgorithm(Algorithm):
         steps = ctx.config.rollout.steps
         if ctx.config.rollout.mode == "async":
             return AsyncSampler(ctx.env, ctx.net, steps, ctx.rng, ctx.config.optim.bs)
-        return make_sampler(ctx.env, ctx.net, steps, ctx.rng, ctx.generator)
+        return make_sampler(
+            ctx.env, ctx.net, steps, ctx.rng, ctx.generator, ctx.config.env.decisions.enabled
+        )
 
     def begin(self, resumed: bool, pretrained: bool) -> None:
         if not resumed and not pretrained:

@@ -31,6 +31,7 @@ from entityrl.env.spaces import (
     Entity,
     GlobalCategoricalActionSpace,
     GlobalContinuousActionSpace,
+    Image,
     ObsSpace,
     SelectEntityActionSpace,
 )
@@ -76,6 +77,7 @@ __all__ = [
     "GlobalContinuousAction",
     "GlobalContinuousActionMask",
     "GlobalContinuousActionSpace",
+    "Image",
     "NativeStepping",
     "ObsSpace",
     "Observation",

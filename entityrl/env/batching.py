@@ -50,6 +50,7 @@ class Batcher:
         self.num_features = [len(e.features) for e in obs_space.entities.values()]
         self.type_column = {name: t for t, name in enumerate(self.type_names)}
         self.num_global = len(obs_space.global_features)
+        self.images = dict(obs_space.images)
         # Each distinct type selection gets a code: its row in a table of the selected
         # columns (padded with -1 to one per type). Code 0 selects nothing.
         self._column_codes: dict[tuple[str, ...] | None, int] = {(): 0}
@@ -123,7 +124,23 @@ class Batcher:
             else done,
             visible=visible,
             ids=self._keys(observations, features) if self.entity_keys else {},
+            images=self._images(observations) if self.images else {},
         )
+
+    def _images(self, observations: Sequence[Observation]) -> dict[str, npt.NDArray]:
+        """Per declared image, every observation's stacked ``(rows, height, width, channels)``;
+        a ValueError (which the step checks explain with the validator's message) where one is
+        missing or has another shape or dtype, instead of a silent cast."""
+        images = {}
+        for name, image in self.images.items():
+            stacked = np.stack([obs.images[name] for obs in observations])
+            if stacked.shape[1:] != image.shape or stacked.dtype != image.dtype:
+                raise ValueError(
+                    f"image {name!r}: expected {image.shape} of {image.dtype}, got "
+                    f"{stacked.shape[1:]} of {stacked.dtype}"
+                )
+            images[name] = stacked
+        return images
 
     def _keys(
         self, observations: Sequence[Observation], features: Mapping[str, RaggedArray]

@@ -77,6 +77,9 @@ class Observation:
     ``truncated`` (with ``done``) says the episode was cut off (a time limit) rather than
     ended by the task: the trainer then bootstraps from this observation's value, so a
     truncated observation must carry the full final state (features, like any other step).
+    ``images`` maps each image the space declares to its ``(height, width, channels)`` array
+    (see :class:`~entityrl.env.spaces.Image`); an observation of a space with images carries
+    every one of them.
     """
 
     features: Mapping[str, Features] = field(default_factory=dict)
@@ -88,6 +91,9 @@ class Observation:
     visible: Mapping[str, Sequence[bool] | npt.NDArray[np.bool_]] = field(default_factory=dict)
     metrics: Mapping[str, float] = field(default_factory=dict)
     truncated: bool = False
+    images: Mapping[str, npt.NDArray[np.uint8] | npt.NDArray[np.float32]] = field(
+        default_factory=dict
+    )
 
     def num_entities(self, entity_type: str) -> int:
         return num_entities(self, entity_type)

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from entityrl.env.actions import kind_named, kind_of
-from entityrl.env.spaces import ActionSpace, Entity, ObsSpace
+from entityrl.env.spaces import ActionSpace, Entity, Image, ObsSpace
 
 Spaces = tuple[ObsSpace, Mapping[str, ActionSpace]]
 
@@ -17,8 +17,9 @@ Spaces = tuple[ObsSpace, Mapping[str, ActionSpace]]
 def spaces_to_data(obs_space: ObsSpace, action_space: Mapping[str, ActionSpace]) -> dict[str, Any]:
     """The spaces as JSON-compatible data: entity types with their features, global features,
     and per action its kind (the space's class name) and settings (choices; for continuous
-    actions components and bounds)."""
-    return {
+    actions components and bounds); images (shape and dtype) only where the space has some,
+    so spaces without images keep the data they always had."""
+    data: dict[str, Any] = {
         "entities": {name: list(e.features) for name, e in obs_space.entities.items()},
         "global_features": list(obs_space.global_features),
         "actions": {
@@ -26,6 +27,14 @@ def spaces_to_data(obs_space: ObsSpace, action_space: Mapping[str, ActionSpace])
             for name, space in action_space.items()
         },
     }
+    if obs_space.images:
+        data["images"] = {
+            name: {"shape": list(image.shape), "dtype": image.dtype}
+            for name, image in obs_space.images.items()
+        }
+    if obs_space.goal_features:  # likewise only where the space marks a goal
+        data["goal_features"] = list(obs_space.goal_features)
+    return data
 
 
 def spaces_from_data(data: dict[str, Any]) -> tuple[ObsSpace, dict[str, ActionSpace]]:
@@ -33,11 +42,27 @@ def spaces_from_data(data: dict[str, Any]) -> tuple[ObsSpace, dict[str, ActionSp
     obs_space = ObsSpace(
         {name: Entity(features) for name, features in data["entities"].items()},
         data["global_features"],
+        {
+            name: Image(tuple(spec["shape"]), spec["dtype"])
+            for name, spec in data.get("images", {}).items()
+        },
+        data.get("goal_features", ()),
     )
     actions = {
         name: kind_named(spec["kind"]).from_data(spec) for name, spec in data["actions"].items()
     }
     return obs_space, actions
+
+
+def images_unsupported(obs_space: ObsSpace, what: str) -> str | None:
+    """The message refusing ``what`` (a feature that does not carry images yet) for a space
+    with images, or None for a space without."""
+    if not obs_space.images:
+        return None
+    return (
+        f"{what} does not handle observations with images yet; expected an observation space "
+        f"of entities and global features only, got images {list(obs_space.images)}"
+    )
 
 
 def space_differences(ours: Spaces, env: Spaces, who: str = "the agent") -> list[str]:
@@ -56,6 +81,14 @@ def space_differences(ours: Spaces, env: Spaces, who: str = "the agent") -> list
         differences.append(
             f"the environment has global features {theirs['global_features']}, "
             f"{who} expects {mine['global_features']}"
+        )
+    differences += _keyed_differences(
+        "image", mine.get("images", {}), theirs.get("images", {}), who
+    )
+    if mine.get("goal_features", []) != theirs.get("goal_features", []):
+        differences.append(
+            f"the environment has goal features {theirs.get('goal_features', [])}, "
+            f"{who} expects {mine.get('goal_features', [])}"
         )
     return differences + _keyed_differences("action", mine["actions"], theirs["actions"], who)
 
@@ -78,7 +111,10 @@ def _keyed_differences(
 
 
 def _describe(spec: Any) -> str:
-    """An entity type's features (a list) or an action's kind and settings (a dict)."""
+    """An entity type's features (a list), an image's shape and dtype or an action's kind and
+    settings (a dict)."""
+    if isinstance(spec, dict) and "shape" in spec:
+        return f"shape {tuple(spec['shape'])} of {spec['dtype']}"
     if isinstance(spec, dict):
         settings = ", ".join(
             f"{key} {value}" for key, value in spec.items() if key != "kind" and value

@@ -58,6 +58,8 @@ def stacked_space(space: ObsSpace, k: int) -> ObsSpace:
             for name, entity in space.entities.items()
         },
         global_features=stacked_names(list(space.global_features), k),
+        goal_features=space.goal_features,  # the current step's goal
+        images=space.images,  # the current step's images
     )
 
 
@@ -68,7 +70,12 @@ def unstacked_space(space: ObsSpace, k: int) -> ObsSpace:
     for name, entity in space.entities.items():
         entities[name] = Entity(_unstacked_names(f"entity type {name!r}", list(entity.features), k))
     globals_ = _unstacked_names("the global features", list(space.global_features), k)
-    return ObsSpace(entities=entities, global_features=globals_)
+    return ObsSpace(
+        entities=entities,
+        global_features=globals_,
+        goal_features=space.goal_features,
+        images=space.images,
+    )
 
 
 def _unstacked_names(what: str, names: list[str], k: int) -> list[str]:

@@ -23,7 +23,7 @@ import numpy.typing as npt
 from entityrl.env.actions import kind_of
 from entityrl.env.environment import Environment, SimulationWrapper
 from entityrl.env.observation import Action, EntityID, Observation
-from entityrl.env.spaces import ActionSpace, ObsSpace
+from entityrl.env.spaces import ActionSpace, Image, ObsSpace
 from entityrl.env.vec_obs import VecObs
 from entityrl.ragged import RaggedArray
 
@@ -36,6 +36,7 @@ _OBSERVATION_DICTS = {
     "visible": "entity type -> booleans",
     "actions": "action name -> action mask",
     "metrics": "metric name -> number",
+    "images": "image name -> (height, width, channels) array",
 }
 
 
@@ -49,12 +50,13 @@ def validate_spaces(obs_space: Any, action_space: Any, env_name: str = "environm
         raise EnvValidationError(
             f"{env_name}: obs_space(): expected an ObsSpace, got {type(obs_space).__name__}"
         )
-    for name in obs_space.entities:
-        if not isinstance(name, str) or not name:
-            raise EnvValidationError(
-                f"{env_name}: obs_space(): expected entity type names to be non-empty strings, "
-                f"got {name!r}"
-            )
+    for kind, names in (("entity type", obs_space.entities), ("image", obs_space.images)):
+        for name in names:
+            if not isinstance(name, str) or not name:
+                raise EnvValidationError(
+                    f"{env_name}: obs_space(): expected {kind} names to be non-empty strings, "
+                    f"got {name!r}"
+                )
     if not isinstance(action_space, Mapping):
         raise EnvValidationError(
             f"{env_name}: action_space(): expected a dict of action name -> action space, "
@@ -126,6 +128,7 @@ class _ObservationCheck(_Check):
                 self.fail(field, f"expected a dict of {content}, got {type(value).__name__}")
         self.check_features()
         self.check_global_features()
+        self.check_images()
         self.check_ids()
         self.check_visible()
         self.check_action_masks()
@@ -215,6 +218,24 @@ class _ObservationCheck(_Check):
         if array.shape != (len(names),):
             self.fail("global_features", f"expected {want}, got shape {array.shape}")
         self.check_numbers("global_features", values, array, names)
+
+    def check_images(self) -> None:
+        declared = self.obs_space.images
+        for name, value in self.obs.images.items():
+            if name not in declared:
+                self.fail("images", f"unknown image {name!r}; declared images: {_names(declared)}")
+            problem = _image_problem(value, declared[name], ())
+            if problem:
+                self.fail(f"images[{name!r}]", problem)
+        missing = [name for name in declared if name not in self.obs.images]
+        # Like its features, the images of an observation that ends its episode (and is not
+        # cut off) are never read: the next episode's first observation replaces it.
+        if missing and not (self.obs.done is True and not self.obs.truncated):
+            self.fail(
+                "images",
+                f"expected one image per declared image ({_names(declared)}), got none for "
+                f"{_names(dict.fromkeys(missing))}",
+            )
 
     # ---------------------------------------------------------------- ids, visibility
     def check_ids(self) -> None:
@@ -403,8 +424,9 @@ def validate_vec_obs(
 
     The batch-level counterpart of :func:`validate_observation`, for environments that build
     their :class:`~entityrl.env.vec_obs.VecObs` directly: every entity type's features are
-    float32 of the declared width and finite, and so are the global features; visibility has
-    one flag per entity; each action's actors (and actees) are entities of their row, listed
+    float32 of the declared width and finite, and so are the global features; every declared
+    image is there, one per row, of its shape and dtype (float32 ones in [0, 1]); visibility
+    has one flag per entity; each action's actors (and actees) are entities of their row, listed
     once, and a global action's actor is the row's pseudo-entity; masks have one row per actor
     and leave every actor a legal choice; reward is finite and done boolean, one per row
     (``rows`` of them, if given); metrics are finite, at most one value per ended episode.
@@ -432,6 +454,7 @@ class _VecObsCheck(_Check):
         self.check_reward_done(rows)
         self.check_features()
         self.check_global_features()
+        self.check_images()
         self.check_visible()
         self.check_action_masks()
         self.check_metrics()
@@ -503,6 +526,14 @@ class _VecObsCheck(_Check):
                 f"row {row}: global feature {names[column]!r}: expected a finite number, "
                 f"got {values[row, column]}",
             )
+
+    def check_images(self) -> None:
+        declared = self.obs_space.images
+        self.same_names("images", self.obs.images, declared, "image")
+        for name, image in declared.items():
+            problem = _image_problem(self.obs.images[name], image, (self.rows,))
+            if problem:
+                self.fail(f"images[{name!r}]", problem)
 
     def check_visible(self) -> None:
         for name, visible in self.obs.visible.items():
@@ -828,6 +859,27 @@ def _place(array: RaggedArray, item: int) -> tuple[int, int]:
     """The row of flat item ``item`` of ``array`` and its position within that row."""
     row = int(np.searchsorted(array.offsets, item, side="right")) - 1
     return row, item - int(array.offsets[row])
+
+
+def _image_problem(value: Any, image: Image, rows: tuple[int, ...]) -> str | None:
+    """What is wrong with ``value`` as the image(s) ``image`` declares (``rows``: the leading
+    axes of a batch), or None."""
+    shape = (*rows, *image.shape)
+    want = f"an array of shape {shape} ({'rows, ' if rows else ''}height, width, channels)"
+    if not isinstance(value, np.ndarray):
+        return f"expected {want} of {image.dtype}, got {type(value).__name__}"
+    if value.shape != shape:
+        return f"expected {want}, got shape {value.shape}"
+    if value.dtype != image.dtype:
+        return f"expected dtype {image.dtype}, got {value.dtype}"
+    if image.dtype == "float32":
+        outside = ~((value >= 0) & (value <= 1))  # NaN included
+        if outside.any():
+            index = tuple(int(k) for k in np.argwhere(outside)[0])
+            return (
+                f"at {list(index)}: expected a value in [0, 1] (float32 image), got {value[index]}"
+            )
+    return None
 
 
 def _listed(names: Sequence[str]) -> str:

@@ -56,6 +56,8 @@ class VecObs:
     (None otherwise; see :mod:`entityrl.env.multiplayer_vec`): the row's player is in play; the
     row's game ended on this step (its metrics are then those of ``game_over`` rows, not of
     ``done`` ones); the reward the row's group shares for this step.
+    ``images``: per image of the observation space, the rows' images stacked densely,
+    ``(rows, height, width, channels)`` of the declared dtype (empty for spaces without images).
     """
 
     features: dict[str, RaggedArray]
@@ -71,6 +73,7 @@ class VecObs:
     active: npt.NDArray[np.bool_] | None = None
     game_over: npt.NDArray[np.bool_] | None = None
     group_reward: npt.NDArray[np.float32] | None = None
+    images: dict[str, npt.NDArray[np.uint8] | npt.NDArray[np.float32]] = field(default_factory=dict)
 
     @property
     def num_rows(self) -> int:
@@ -95,6 +98,7 @@ class VecObs:
             visible={k: v.take(rows) for k, v in self.visible.items()},
             ids={k: v.take(rows) for k, v in self.ids.items()},
             active=None if self.active is None else self.active[rows],
+            images={k: v[rows] for k, v in self.images.items()},
         )
 
     @staticmethod
@@ -138,6 +142,7 @@ class VecObs:
                 for k in first.ids
                 if all(k in b.ids for b in batches)
             },
+            images={k: np.concatenate([b.images[k] for b in batches]) for k in first.images},
         )
 
 

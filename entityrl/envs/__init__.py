@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from entityrl.env import BatchedEnvironment, Environment, ProcessVecEnv, SerialVecEnv, VecEnv
+from entityrl.env.decisions import Decisions, deciding
 from entityrl.env.multiplayer import MultiPlayerEnvironment
 from entityrl.env.multiplayer_vec import MultiPlayerSettingError, PlayerVecEnv
 from entityrl.env.process_vec_env import DEFAULT_ANSWER_TIMEOUT
@@ -23,7 +24,9 @@ from entityrl.envs.coin_duel import CoinDuel
 from entityrl.envs.corridor import Corridor
 from entityrl.envs.count import Count
 from entityrl.envs.floor_is_lava import FloorIsLava
+from entityrl.envs.goal_grid import GoalGrid
 from entityrl.envs.guarded_exit import GuardedExit
+from entityrl.envs.lanes import Lanes
 from entityrl.envs.matrix_game import MatrixGame
 from entityrl.envs.minefield import Minefield
 from entityrl.envs.minesweeper import MineSweeper
@@ -55,7 +58,9 @@ REGISTRY: dict[str, EnvClass] = {
     "DayAndNight": DayAndNight,
     "FloorIsLava": FloorIsLava,
     "FourSeason": FourSeason,
+    "GoalGrid": GoalGrid,
     "GuardedExit": GuardedExit,
+    "Lanes": Lanes,
     "MatrixGame": MatrixGame,
     "Minefield": Minefield,
     "MineSweeper": MineSweeper,
@@ -192,6 +197,7 @@ def make_vec(
     answer_timeout: float | None = DEFAULT_ANSWER_TIMEOUT,
     backend: str = "local",
     ray_address: str | None = None,
+    decisions: Decisions | None = None,
     **kwargs: Any,
 ) -> VecEnv:
     """``num_envs`` copies of a registered environment: in this process, or split over
@@ -201,10 +207,18 @@ def make_vec(
     observation (every batch, for a natively batched environment) is checked against the
     declared spaces. ``wrap`` wraps the vectorized environment (in each worker process, when
     there are several), e.g. ``functools.partial(StackedVecEnv, k=4)``. A worker process
-    that does not answer within ``answer_timeout`` seconds is killed and reported."""
+    that does not answer within ``answer_timeout`` seconds is killed and reported. With
+    ``decisions``, every environment's agents decide at the times it gives
+    (:mod:`entityrl.env.decisions`)."""
     cls = lookup(name)
     check_kwargs(name, kwargs)
     if issubclass(cls, BatchedEnvironment):
+        if decisions is not None and decisions.enabled:
+            raise ValueError(
+                f"env.decisions: {name} is natively batched, stepped as one batch; decisions at "
+                "their own times wrap one environment at a time (expected an Environment or a "
+                "MultiPlayerEnvironment)"
+            )
         env = cls(num_envs=num_envs, seed=seed, **_constructor_kwargs(name, kwargs))  # type: ignore[call-arg]
         # Set after construction: a subclass need not pass the option on to the base class.
         env.validate = validate
@@ -220,6 +234,7 @@ def make_vec(
         answer_timeout=answer_timeout,
         backend=backend,
         ray_address=ray_address,
+        decisions=decisions,
     )
 
 
@@ -234,11 +249,15 @@ def vectorize(
     answer_timeout: float | None = DEFAULT_ANSWER_TIMEOUT,
     backend: str = "local",
     ray_address: str | None = None,
+    decisions: Decisions | None = None,
 ) -> VecEnv:
     """``num_envs`` environments from ``factory`` (a class or a zero-argument callable), as
     :func:`make_vec` builds them: for a multi-player game, ``num_envs`` games with one row per
     (game, player)."""
-    if _builds_games(factory):
+    games = _builds_games(factory)
+    if decisions is not None and decisions.enabled:
+        factory = functools.partial(deciding, factory, decisions)
+    if games:
         if backend != "local":
             raise MultiPlayerSettingError(
                 f"rollout.backend={backend}: multi-player games step in the training process "
@@ -309,6 +328,7 @@ __all__ = [
     "Count",
     "FloorIsLava",
     "GuardedExit",
+    "Lanes",
     "MatrixGame",
     "MineSweeper",
     "Minefield",

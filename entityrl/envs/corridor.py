@@ -22,7 +22,7 @@ class Corridor(BatchedEnvironment):
     """A walker starts at cell 0 of a corridor of ``length`` cells and steps left or right
     (a wall stops it at cell 0); reaching the last cell ends the episode with reward 1, the
     only reward there is. Episodes are cut off after ``max_steps`` steps (default: twice the
-    length), with nothing.
+    length), with nothing, marked ``truncated`` (the walker does not see the time).
 
     The walker sees its cell as a fraction of the corridor (``position``). A policy that moves
     at random reaches the end of a long corridor almost never (a random walk covers about the
@@ -60,6 +60,10 @@ class Corridor(BatchedEnvironment):
         self.steps += 1
         arrived = self.cell >= self.length - 1
         return arrived.astype(np.float32), arrived | (self.steps >= self.max_steps)
+
+    def truncated(self, ended: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+        # The walker does not see the time: an ending short of the goal is the time limit's.
+        return self.cell[ended] < self.length - 1
 
     def observe(self) -> VecObs:
         n = self.num_envs

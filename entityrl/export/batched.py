@@ -24,11 +24,14 @@ from torch import nn
 from entityrl.export.one_observation import (
     ExportedGraph,
     attention_bias,
+    condition,
     embed_types,
     gaussian,
+    goal_context,
     layer_norm,
     mlp,
     one_hot,
+    plain_globals,
     replace_columns,
     rotate,
 )
@@ -153,6 +156,10 @@ def _encode(encoder: Encoder, inputs: dict[str, torch.Tensor], grid: _Grid) -> t
     rows, slots = grid.index.shape
     # One row per slot: the linear layers see a matrix (a Gemm with its bias, in onnxruntime).
     x = table[grid.index.reshape(-1)]
+    goal = goal_context(encoder, inputs)
+    if goal is not None:  # each slot its observation's context
+        goal = goal[:, None].expand(rows, slots, -1).reshape(rows * slots, -1)
+        x = condition(encoder, x, goal, 0)
     flags = [inputs[signature.VISIBLE]]
     if has_global:
         flags.append(torch.ones(grid.index.shape[0], dtype=torch.bool))
@@ -162,7 +169,7 @@ def _encode(encoder: Encoder, inputs: dict[str, torch.Tensor], grid: _Grid) -> t
     context = _AttentionInputs(bias[:, None])
     if encoder.relpos is not None:
         context.offset_keys, context.offset_values = _offsets(encoder.relpos, raw, grid)
-    for block in encoder.blocks:
+    for site, block in enumerate(encoder.blocks, 1):
         assert isinstance(block, Block)
         normed = layer_norm(block.ln1, x)
         if isinstance(block.mix, RaggedAttention):
@@ -171,7 +178,7 @@ def _encode(encoder: Encoder, inputs: dict[str, torch.Tensor], grid: _Grid) -> t
             assert isinstance(block.mix, RowPooling)
             pooled = _pool(block.mix, normed.reshape(rows, slots, -1), real)
             x = (x.reshape(rows, slots, -1) + pooled[:, None]).reshape(rows * slots, -1)
-        x = x + mlp(block, x)
+        x = condition(encoder, x + mlp(block, x), goal, site)
     if isinstance(encoder.ln_out, nn.LayerNorm):
         x = layer_norm(encoder.ln_out, x)
     return x.reshape(rows, slots, -1)
@@ -188,7 +195,7 @@ def _raw_features(
     if embedding.translation is not None:
         rows = _entity_rows(embedding, inputs)
         feats = _translate(embedding.translation, feats, rows, observations)
-    globals_ = inputs.get(signature.GLOBAL_FEATURES)
+    globals_ = plain_globals(embedding, inputs.get(signature.GLOBAL_FEATURES))
     if globals_ is not None:
         rows = _entity_rows(embedding, inputs)
         feats = {

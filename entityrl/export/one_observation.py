@@ -160,6 +160,10 @@ def _encode(encoder: Encoder, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
     raw = _raw_features(encoder.embedding, inputs)
     x = torch.cat(embed_types(encoder.embedding, raw))
     x = torch.cat([x, x.new_zeros(1, encoder.embedding.d_model)])
+    goal = goal_context(encoder, inputs)
+    if goal is not None:  # every entity (the padding one too: nothing sees it) gets it
+        goal = goal.expand(x.shape[0], -1)
+        x = condition(encoder, x, goal, 0)
     visible = inputs[signature.VISIBLE]
     if encoder.embedding.global_token:
         visible = torch.cat([visible, visible.new_ones(1)])
@@ -168,12 +172,45 @@ def _encode(encoder: Encoder, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
     context = _AttentionInputs(attention_bias(visible[:, None], visible[None, :], real))
     if encoder.relpos is not None:
         context.offset_keys, context.offset_values = _offsets(encoder.relpos, raw)
-    for block in encoder.blocks:
+    for site, block in enumerate(encoder.blocks, 1):
         assert isinstance(block, Block)
-        x = _block(block, x, context)
+        x = condition(encoder, _block(block, x, context), goal, site)
     if isinstance(encoder.ln_out, nn.LayerNorm):
         x = layer_norm(encoder.ln_out, x)
     return x[:-1]
+
+
+def goal_context(encoder: Encoder, inputs: dict[str, torch.Tensor]) -> torch.Tensor | None:
+    """With goal conditioning, the conditioning's context of each observation ``(rows,
+    width)`` from the goal columns of the global features (see
+    :class:`~entityrl.nn.conditioning.GoalConditioning`); else None."""
+    if encoder.conditioning is None:
+        return None
+    globals_ = inputs[signature.GLOBAL_FEATURES]
+    goal = globals_.index_select(-1, torch.tensor(encoder.embedding.goal_columns))
+    return encoder.conditioning.row_context(goal.reshape(-1, goal.shape[-1]))
+
+
+def condition(
+    encoder: Encoder, x: torch.Tensor, goal: torch.Tensor | None, site: int
+) -> torch.Tensor:
+    """``x`` conditioned at ``site`` by each entity's ``goal`` context (as
+    :meth:`Encoder.forward`); ``x`` itself without conditioning."""
+    if goal is None or encoder.conditioning is None:
+        return x
+    return encoder.conditioning(x, goal, site)
+
+
+def plain_globals(embedding: EntityEmbedding, globals_: torch.Tensor | None) -> torch.Tensor | None:
+    """The global features the embedding appends to entities: those not split off as the goal
+    (None where none are left)."""
+    if globals_ is None or not embedding.goal_columns:
+        return globals_
+    if not embedding.num_global:
+        return None
+    goal = embedding.goal_columns
+    plain = [i for i in range(embedding.num_global + len(goal)) if i not in goal]
+    return globals_.index_select(-1, torch.tensor(plain))
 
 
 def attention_bias(
@@ -195,7 +232,7 @@ def _raw_features(
     feats = {name: inputs[signature.features_input(name)] for name in embedding.entity_names}
     if embedding.translation is not None:
         feats = _translate(embedding.translation, feats)
-    globals_ = inputs.get(signature.GLOBAL_FEATURES)
+    globals_ = plain_globals(embedding, inputs.get(signature.GLOBAL_FEATURES))
     if globals_ is not None:
         feats = {
             name: torch.cat([f, globals_.expand(f.shape[0], -1)], dim=1)

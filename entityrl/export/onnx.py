@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 import entityrl
-from entityrl.env.space_data import spaces_to_data
+from entityrl.env.space_data import images_unsupported, spaces_to_data
 from entityrl.export.batched import BatchedPolicy
 from entityrl.export.one_observation import ExportError, OneObservationPolicy
 from entityrl.inference import signature
@@ -31,6 +31,9 @@ OPSET = 18
 def rebuilt_net(agent: Agent) -> RogueNet:
     """The agent's network rebuilt in float32 on the CPU with the plain torch path (built
     inside :func:`torch_path`, so no C++ kernel is traced)."""
+    refused = images_unsupported(agent.obs_space, "ONNX export")
+    if refused:
+        raise ExportError(refused)
     with torch_path(), torch.random.fork_rng(devices=()):
         config = dataclasses.replace(agent.net.config, precision="float32")
         net = RogueNet(agent.obs_space, agent.action_space, config)

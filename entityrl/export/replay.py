@@ -30,7 +30,7 @@ from typing import IO, Any
 import numpy as np
 
 from entityrl.env.actions import kind_of
-from entityrl.env.space_data import spaces_to_data
+from entityrl.env.space_data import images_unsupported, spaces_to_data
 from entityrl.env.vec_env import VecEnv
 from entityrl.env.vec_obs import VecObs, VecSelectEntityMask
 from entityrl.ragged import RaggedArray
@@ -45,6 +45,9 @@ class RecordingEnv:
     """
 
     def __init__(self, env: VecEnv, out: IO[str], env_config: Mapping[str, Any]) -> None:
+        refused = images_unsupported(env.obs_space, "the replay viewer's recording")
+        if refused:
+            raise ValueError(refused)
         self.env = env
         self.out = out
         self.episodes = 0

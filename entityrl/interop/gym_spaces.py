@@ -3,7 +3,10 @@ entities, discrete actions into global categorical actions.
 
 Observations (any nesting of Dict and Tuple spaces; leaves in the order Gymnasium lists them):
 
-* Box: its values, flattened, become global features (``name[i]``);
+* Box: its values, flattened, become global features (``name[i]``), except an image: a
+  uint8 Box of shape ``(height, width, channels)`` with 1, 3 or 4 channels becomes an image of
+  the observation (named as the features would be, ``obs`` for a bare Box), which the
+  network encodes with a CNN (see docs/images.md);
 * Discrete and MultiDiscrete: one-hot per component (``name=value``);
 * MultiBinary: its bits as 0/1 global features;
 * a top-level Dict key named in ``entities``: a Box of shape ``(n, f)`` whose ``n`` rows are
@@ -39,6 +42,7 @@ from entityrl.env import (
     Entity,
     GlobalCategoricalActionSpace,
     GlobalContinuousActionSpace,
+    Image,
     ObsSpace,
 )
 from entityrl.env.actions import kind_of
@@ -116,6 +120,31 @@ class _EntityLeaf:
         return RaggedArray(data[present], present.sum(axis=1).astype(np.int64))
 
 
+IMAGE_CHANNELS = (1, 3, 4)
+"""Channels of a Box that is read as an image (grey, RGB, RGBA)."""
+
+
+def is_image(space: spaces.Space[Any]) -> bool:
+    """Whether a Box holds an image: uint8 of shape (height, width, 1, 3 or 4 channels)."""
+    return (
+        isinstance(space, spaces.Box)
+        and space.dtype == np.uint8
+        and len(space.shape) == 3
+        and space.shape[2] in IMAGE_CHANNELS
+    )
+
+
+@dataclass(frozen=True)
+class _ImageLeaf:
+    """A Box leaf read as an image of the observation."""
+
+    path: Path
+    space: spaces.Box
+
+    def encode(self, obs: Any, batch: int) -> npt.NDArray[np.uint8]:
+        return np.asarray(_leaf(obs, self.path), dtype=np.uint8).reshape(batch, *self.space.shape)
+
+
 class ObservationRule:
     """How the observations of one Gymnasium space become entityrl observations."""
 
@@ -142,6 +171,7 @@ class ObservationRule:
         self.entity_leaves = [self._entity_leaf(key, top, mask) for key, mask in entities.items()]
         skipped = {*ignore, *entities, *(m for m in entities.values() if m)}
         self.global_leaves: list[_GlobalLeaf] = []
+        self.image_leaves: list[_ImageLeaf] = []
         if isinstance(space, spaces.Dict):
             for key, sub in space.spaces.items():
                 if key not in skipped:
@@ -154,6 +184,10 @@ class ObservationRule:
                 for leaf in self.entity_leaves
             },
             global_features=[n for leaf in self.global_leaves for n in leaf.feature_names()],
+            images={
+                _label(leaf.path): Image(leaf.space.shape)  # type: ignore[arg-type]
+                for leaf in self.image_leaves
+            },
         )
 
     def _entity_leaf(
@@ -183,6 +217,8 @@ class ObservationRule:
         elif isinstance(space, spaces.Tuple):
             for i, sub in enumerate(space.spaces):
                 self._collect(sub, (*path, i))
+        elif is_image(space):
+            self.image_leaves.append(_ImageLeaf(path, space))  # type: ignore[arg-type]
         elif isinstance(
             space, (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
         ):
@@ -200,6 +236,10 @@ class ObservationRule:
         if not self.global_leaves:
             return np.zeros((batch, 0), dtype=np.float32)
         return np.concatenate([leaf.encode(obs, batch) for leaf in self.global_leaves], axis=1)
+
+    def images(self, obs: Any, batch: int) -> dict[str, npt.NDArray[np.uint8]]:
+        """Per image, ``(batch, height, width, channels)``."""
+        return {_label(leaf.path): leaf.encode(obs, batch) for leaf in self.image_leaves}
 
     def entities(self, obs: Any, batch: int) -> dict[str, RaggedArray]:
         """Per entity type, its entities in each of the ``batch`` rows."""

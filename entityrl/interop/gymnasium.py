@@ -40,9 +40,9 @@ from entityrl.env import (
     VecObs,
 )
 from entityrl.env.actions import kind_of
-from entityrl.env.actions.kind import Options
 from entityrl.env.vec_env import check_actions
 from entityrl.interop.gym_spaces import ActionRule, ObservationRule, UnsupportedSpaceError
+from entityrl.interop.padded import Bounds, PaddedLayout, make_gymnasium_vector
 from entityrl.ragged import RaggedArray
 
 MINIGRID_PREFIXES = ("MiniGrid-", "BabyAI-")
@@ -173,6 +173,7 @@ class GymnasiumEnvironment(Environment):
             actions={
                 name: kind_of(space).mask() for name, space in self.action_rule.action_space.items()
             },
+            images={name: pixels[0] for name, pixels in rule.images(obs, 1).items()},
             **step,
         )
 
@@ -264,6 +265,7 @@ class GymnasiumVecEnv(VecEnv):
             },
             reward=reward,
             done=done,
+            images=self.observation_rule.images(obs, rows),
         )
 
     def close(self) -> None:
@@ -354,14 +356,6 @@ class _OneCopy:
         self.env.close()
 
 
-OBSERVATIONS = ("dict", "global")
-"""The forms of :class:`EntityGymnasiumEnv`'s observation."""
-
-
-Bounds = tuple[float, float]
-"""The (low, high) range of observed features."""
-
-
 class EntityGymnasiumEnv(gymnasium.Env[Any, Any]):
     """An entityrl environment as a Gymnasium environment: an :class:`Environment`, or a
     :class:`BatchedEnvironment` of one copy (``num_envs=1``), such as the survival world.
@@ -385,9 +379,12 @@ class EntityGymnasiumEnv(gymnasium.Env[Any, Any]):
     train as they are. An illegal choice is replaced by the first legal one. The legal choices
     are in the Dict, ``<action>_mask`` (MultiBinary (rows, choices), or (choices,) for a global
     action), and, flattened in the order of the action's components, from
-    :meth:`action_masks` (sb3-contrib's MaskablePPO calls it). Other kinds (select-entity,
-    continuous) have no counterpart here yet and are refused, as are entity actions with the
-    ``global`` observation.
+    :meth:`action_masks` (sb3-contrib's MaskablePPO calls it). A select-entity action is one
+    component per entity row too, whose choices are the entity rows: each actor picks the row
+    of the candidate it selects (``<action>_mask``: (rows, rows), which candidates each actor
+    may select; a row that holds no legal candidate is taken as the first legal one).
+    Continuous actions have no counterpart here yet and are refused, as are entity actions
+    with the ``global`` observation.
     """
 
     metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 (Gymnasium's convention)
@@ -402,87 +399,12 @@ class EntityGymnasiumEnv(gymnasium.Env[Any, Any]):
     ) -> None:
         self.env = env
         self.name = type(env).__name__
-        if observation not in OBSERVATIONS:
-            raise ValueError(
-                f"{self.name}: unknown observation {observation!r}; expected one of "
-                f"{', '.join(OBSERVATIONS)}"
-            )
         self.source = _OneCopy(env) if isinstance(env, BatchedEnvironment) else _OneEnvironment(env)
-        space = self.source.obs_space
-        self.flat = observation == "global"
-        self.entity_types = [] if self.flat else list(space.entity_names)
-        if max_entities is None and self.entity_types:
-            raise ValueError(
-                f"{self.name}: max_entities is needed for the dict observation of entity types "
-                f"{self.entity_types} (or observation='global' for the global features alone)"
-            )
-        limits = (
-            dict(max_entities)
-            if isinstance(max_entities, Mapping)
-            else dict.fromkeys(self.entity_types, max_entities or 0)
-        )
-        missing = [t for t in self.entity_types if t not in limits]
-        if missing:
-            raise ValueError(f"{self.name}: max_entities has no limit for entity types {missing}")
-        self.max_entities = {t: int(limits[t]) for t in self.entity_types}
-        self.offsets = dict(
-            zip(self.entity_types, np.cumsum([0, *self.max_entities.values()])[:-1], strict=True)
-        )
-        self.slots = sum(self.max_entities.values())
-        self.bounds = self._bounds(bounds, [*self.entity_types, "global"])
-        self.env_actions = self.source.action_space
-        observation_spaces: dict[str, spaces.Space[Any]] = {}
-        for name in self.entity_types:
-            rows = (self.max_entities[name], len(space.entities[name].features))
-            observation_spaces[name] = spaces.Box(*self.bounds[name], rows, np.float32)
-            observation_spaces[f"{name}_mask"] = spaces.MultiBinary(self.max_entities[name])
-        globals_box = spaces.Box(*self.bounds["global"], (len(space.global_features),), np.float32)
-        if space.global_features:
-            observation_spaces["global"] = globals_box
-        # Per action, how many components of the Gymnasium action it takes, and its choices.
-        self.components: dict[str, int] = {}
-        choice_counts: list[int] = []
-        for name, action_space in self.env_actions.items():
-            kind = kind_of(action_space)
-            choices = kind.choices(action_space)
-            if choices is not None and kind.global_actor:
-                self.components[name] = 1
-                observation_spaces[f"{name}_mask"] = spaces.MultiBinary(len(choices))
-            elif choices is not None and not self.flat:
-                self.components[name] = self.slots
-                observation_spaces[f"{name}_mask"] = spaces.MultiBinary((self.slots, len(choices)))
-            else:
-                raise UnsupportedSpaceError(
-                    f"{self.name}: action {name!r}: {type(action_space).__name__} has no "
-                    f"Gymnasium counterpart in this wrapper with observation={observation!r} "
-                    "(actions that pick from a fixed list of choices do: global ones such as "
-                    "global categorical actions, and with 'dict' those of entities, such as "
-                    "categorical actions)"
-                )
-            choice_counts += [len(choices)] * self.components[name]
-        self.observation_space: spaces.Space[Any] = (
-            globals_box if self.flat else spaces.Dict(observation_spaces)
-        )
-        self.action_space: spaces.Space[Any] = (
-            spaces.Discrete(choice_counts[0])
-            if len(choice_counts) == 1
-            else spaces.MultiDiscrete(choice_counts)
-        )
+        self.layout = PaddedLayout(self.name, self.source.obs_space, self.source.action_space,
+                                   max_entities, observation, bounds)  # fmt: skip
+        self.observation_space: spaces.Space[Any] = self.layout.observation_space
+        self.action_space: spaces.Space[Any] = self.layout.action_space
         self._batch: VecObs | None = None
-
-    def _bounds(
-        self, bounds: Bounds | Mapping[str, Bounds] | None, groups: list[str]
-    ) -> dict[str, Bounds]:
-        """Per entity type and ``global``, the range of its features."""
-        if bounds is None or not isinstance(bounds, Mapping):
-            return dict.fromkeys(groups, bounds or (-np.inf, np.inf))
-        unknown = sorted(set(bounds) - set(groups))
-        if unknown:
-            raise ValueError(
-                f"{self.name}: bounds for unknown feature groups {unknown}; expected entity "
-                f"types or 'global': {groups}"
-            )
-        return {group: bounds.get(group, (-np.inf, np.inf)) for group in groups}
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -495,19 +417,7 @@ class EntityGymnasiumEnv(gymnasium.Env[Any, Any]):
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         if self._batch is None:
             raise RuntimeError(f"{self.name}: call reset() before step()")
-        values = np.asarray(action, dtype=np.int64).reshape(-1)
-        expected = sum(self.components.values())
-        if values.size != expected:
-            raise ValueError(
-                f"{self.name}: expected an action of {expected} components "
-                f"({self.action_space}), got {values.size}"
-            )
-        ends = np.cumsum(list(self.components.values()))
-        per_row = {
-            name: self._choices(name, part)
-            for name, part in zip(self.env_actions, np.split(values, ends[:-1]), strict=True)
-        }
-        step = self.source.act(per_row)
+        step = self.source.act(self.layout.actions(self._batch, np.reshape(action, (1, -1))))
         return self._observe(step.batch), step.reward, step.terminated, step.truncated, step.info
 
     def action_masks(self) -> npt.NDArray[np.bool_]:
@@ -516,86 +426,12 @@ class EntityGymnasiumEnv(gymnasium.Env[Any, Any]):
         may take only its first choice, which is ignored."""
         if self._batch is None:
             raise RuntimeError(f"{self.name}: call reset() before action_masks()")
-        masks = []
-        for name in self.env_actions:
-            legal = self._legal(name).reshape(self.components[name], -1).astype(np.bool_)
-            legal[~legal.any(axis=1), 0] = True
-            masks.append(legal.reshape(-1))
-        return np.concatenate(masks)
-
-    def _choices(self, name: str, values: npt.NDArray[np.int64]) -> RaggedArray:
-        """The choice of every actor of action ``name`` this step, read from the padded slots."""
-        offered = self._options(name)
-        actors = np.asarray(offered.actors, dtype=np.int64)
-        if kind_of(self.env_actions[name]).global_actor:
-            picked = np.repeat(values[:1], actors.size)
-        else:
-            picked = values[self._slot_of(actors)]
-        legal = offered.legal
-        if not legal.all():  # (a pick out of range is left for the VecEnv's check to name)
-            illegal = ~legal[np.arange(picked.size), picked]
-            picked[illegal] = legal[illegal].argmax(axis=1)
-        lengths = np.array([actors.size], dtype=np.int64)  # the batch's one row
-        return RaggedArray(picked.astype(np.int64).reshape(-1, 1), lengths)
-
-    def _options(self, name: str) -> Options:
-        """What the actors of action ``name`` may choose this step."""
-        assert self._batch is not None
-        space = self.env_actions[name]
-        return kind_of(space).options(space, self._batch.action_masks[name], 0)
-
-    def _slot_of(self, entity_index: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-        """The padded slot of each entity (entities indexed in the row, types in order)."""
-        assert self._batch is not None
-        counts = np.array([self._batch.features[t].lengths[0] for t in self.entity_types])
-        starts = np.cumsum([0, *counts])[:-1]
-        type_index = np.searchsorted(starts, entity_index, side="right") - 1
-        offsets = np.array(list(self.offsets.values()), dtype=np.int64)
-        return offsets[type_index] + entity_index - starts[type_index]
-
-    def _check_bounds(self, group: str, values: npt.NDArray[np.float32]) -> None:
-        low, high = self.bounds[group]
-        if values.size and (values.min() < low or values.max() > high):
-            raise ValueError(
-                f"{self.name}: {group} features from {values.min():.4g} to {values.max():.4g}, "
-                f"outside the bounds [{low}, {high}] given for them"
-            )
+        return self.layout.action_masks(self._batch)[0]
 
     def _observe(self, batch: VecObs) -> Any:
         self._batch = batch
-        self._check_bounds("global", batch.global_features)
-        if self.flat:
-            return batch.global_features[0]
-        out: dict[str, Any] = {}
-        for name in self.entity_types:
-            rows = batch.features[name].data
-            limit = self.max_entities[name]
-            if rows.shape[0] > limit:
-                raise ValueError(
-                    f"{self.name}: {rows.shape[0]} entities of type {name!r} in one "
-                    f"observation, more than max_entities={limit}"
-                )
-            self._check_bounds(name, rows)
-            padded = np.zeros((limit, rows.shape[1]), dtype=np.float32)
-            padded[: rows.shape[0]] = rows
-            present = np.zeros(limit, dtype=np.int8)
-            present[: rows.shape[0]] = 1
-            out[name], out[f"{name}_mask"] = padded, present
-        if batch.global_features.shape[1]:
-            out["global"] = batch.global_features[0]
-        for name in self.env_actions:
-            out[f"{name}_mask"] = self._legal(name)
-        return out
-
-    def _legal(self, name: str) -> npt.NDArray[np.int8]:
-        offered = self._options(name)
-        choices = len(offered.labels)
-        if kind_of(self.env_actions[name]).global_actor:
-            legal = offered.legal[0] if offered.actors else np.ones(choices, np.bool_)
-            return legal.astype(np.int8)
-        out = np.zeros((self.slots, choices), dtype=np.int8)
-        out[self._slot_of(np.asarray(offered.actors, dtype=np.int64))] = offered.legal
-        return out
+        stacked = self.layout.observe(batch)
+        return stacked[0] if self.layout.flat else {k: v[0] for k, v in stacked.items()}
 
     def close(self) -> None:
         self.source.close()
@@ -611,16 +447,20 @@ def make_gymnasium(
     *,
     observation: str = "dict",
     bounds: Bounds | Mapping[str, Bounds] | None = None,
-    **env_kwargs: Any,
+    env_kwargs: Mapping[str, Any] | None = None,
+    **more_env_kwargs: Any,
 ) -> EntityGymnasiumEnv:
-    """The registered entityrl environment ``name`` (built with ``env_kwargs``) as a Gymnasium
-    environment; what ``gymnasium.make("entityrl/<name>-v0", ...)`` calls."""
+    """The registered entityrl environment ``name`` as a Gymnasium environment; what
+    ``gymnasium.make("entityrl/<name>-v0", ...)`` calls. The environment's constructor
+    arguments are the other keyword arguments, and ``env_kwargs`` for those whose names this
+    function takes itself (the survival world's ``observation``, say)."""
     from entityrl.envs import lookup, make, make_vec
 
+    kwargs = {**(env_kwargs or {}), **more_env_kwargs}
     if issubclass(lookup(name), BatchedEnvironment):
-        env: Environment | BatchedEnvironment = make_vec(name, 1, **env_kwargs)  # type: ignore[assignment]
+        env: Environment | BatchedEnvironment = make_vec(name, 1, **kwargs)  # type: ignore[assignment]
     else:
-        env = make(name, **env_kwargs)
+        env = make(name, **kwargs)
     return EntityGymnasiumEnv(env, max_entities, observation=observation, bounds=bounds)
 
 
@@ -633,7 +473,12 @@ def register_environments() -> None:
     for name, cls in REGISTRY.items():
         env_id = f"{GYMNASIUM_NAMESPACE}/{name}-v0"
         if issubclass(cls, (Environment, BatchedEnvironment)) and env_id not in gymnasium.registry:
-            gymnasium.register(env_id, entry_point=make_gymnasium, kwargs={"name": name})
+            gymnasium.register(
+                env_id,
+                entry_point=make_gymnasium,
+                vector_entry_point=make_gymnasium_vector,
+                kwargs={"name": name},
+            )
 
 
 register_environments()
@@ -647,6 +492,7 @@ __all__ = [
     "final_info_metrics",
     "info_metrics",
     "make_gymnasium",
+    "make_gymnasium_vector",
     "register_environments",
 ]
 

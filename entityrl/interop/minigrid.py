@@ -12,6 +12,12 @@ Globals: the agent's direction (one-hot) and what it carries (type and colour on
 when nothing). The mission text is not read (tasks that state their goal only in words, such
 as GoToObject, are not fully observed). Actions: one global choice among MiniGrid's actions.
 Each episode reports ``success`` (1 if it ended by reaching the task's goal).
+
+``view="pixels"`` shows the same partial view as pixels instead: MiniGrid's own
+``RGBImgPartialObsWrapper`` draws it (``tile_size`` pixels per cell: 56x56x3 at the default 7x7
+cells and 8 pixels), and the Gymnasium space rule (:mod:`entityrl.interop.gym_spaces`) makes
+it an image of the observation, ``image``, with the direction one-hot as global features
+(``direction=0`` ... ``direction=3``); the network encodes it with a CNN (docs/images.md).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import gymnasium
 import minigrid  # noqa: F401 (registers the MiniGrid environments with Gymnasium)
 import numpy as np
 from minigrid.core.constants import COLOR_TO_IDX, OBJECT_TO_IDX, STATE_TO_IDX
+from minigrid.wrappers import RGBImgPartialObsWrapper
 
 from entityrl.env import (
     Action,
@@ -35,12 +42,14 @@ from entityrl.env import (
     Observation,
     ObsSpace,
 )
+from entityrl.interop.gym_spaces import ObservationRule
 
 # Cells that hold no object; the agent's own cell shows what it carries, read separately.
 _NOT_OBJECTS = ("unseen", "empty", "agent")
 OBJECT_TYPES = [name for name in OBJECT_TO_IDX if name not in _NOT_OBJECTS]
 COLOURS = sorted(COLOR_TO_IDX, key=COLOR_TO_IDX.__getitem__)
 STATES = sorted(STATE_TO_IDX, key=STATE_TO_IDX.__getitem__)
+VIEWS = ("entities", "pixels")
 DIRECTIONS = ["east", "south", "west", "north"]  # MiniGrid's agent_dir 0..3
 OBJECT_FEATURES = [*(f"colour={c}" for c in COLOURS), *(f"state={s}" for s in STATES)]
 OBJECT_FEATURES += ["right", "ahead"]
@@ -63,16 +72,29 @@ def check_id(env_id: str) -> None:
 
 
 class MiniGridEnvironment(Environment):
-    """One MiniGrid task (``make_kwargs`` go to ``gymnasium.make``)."""
+    """One MiniGrid task (``make_kwargs`` go to ``gymnasium.make``), seen as entities or, with
+    ``view="pixels"``, as an RGB image of ``tile_size`` pixels per cell."""
 
-    def __init__(self, env_id: str, **make_kwargs: Any) -> None:
+    def __init__(
+        self, env_id: str, view: str = "entities", tile_size: int = 8, **make_kwargs: Any
+    ) -> None:
         check_id(env_id)
+        if view not in VIEWS:
+            raise ValueError(f"{env_id}: view must be one of {list(VIEWS)}, got {view!r}")
         self.env_id = env_id
         self.env = gymnasium.make(env_id, **make_kwargs)
         self.actions = [a.name for a in self.env.unwrapped.actions]  # type: ignore[attr-defined]
         self._seed: int | None = None
+        self.pixels: ObservationRule | None = None
+        if view == "pixels":
+            self.env = RGBImgPartialObsWrapper(self.env, tile_size)
+            self.pixels = ObservationRule(
+                self.env.observation_space, ignore=["mission"], env_name=env_id
+            )
 
     def obs_space(self) -> ObsSpace:
+        if self.pixels is not None:
+            return self.pixels.obs_space
         return ObsSpace(
             entities={name: Entity(OBJECT_FEATURES) for name in OBJECT_TYPES},
             global_features=GLOBAL_FEATURES,
@@ -104,6 +126,13 @@ class MiniGridEnvironment(Environment):
         )
 
     def _observe(self, obs: Mapping[str, Any], **step: Any) -> Observation:
+        if self.pixels is not None:
+            return Observation(
+                global_features=self.pixels.global_features(obs, 1)[0],
+                images={name: pixels[0] for name, pixels in self.pixels.images(obs, 1).items()},
+                actions={"action": GlobalCategoricalActionMask()},
+                **step,
+            )
         image = obs["image"]  # (x, y, [object, colour, state]); the agent at (view // 2, view - 1)
         view = image.shape[0]
         xs, ys = np.nonzero(np.isin(image[:, :, 0], list(_TYPE_OF_INDEX)))

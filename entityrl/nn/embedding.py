@@ -104,7 +104,8 @@ class EntityEmbedding(nn.Module):
 
     Global features are appended to every entity's features, so they reach every entity.
     With ``global_token``, each row also gets one extra entity built from the global features
-    alone (the actor of global categorical actions).
+    alone (the actor of global categorical actions). With ``split_goal``, the space's goal
+    features are left out of them (:attr:`EntityInputs.goal`, for the conditioning).
 
     The forward runs one kernel call per entity type (:mod:`entityrl.nn.kernels.embedding`:
     normalization, projection and placement in the slots at once) where the kernel serves
@@ -118,10 +119,15 @@ class EntityEmbedding(nn.Module):
         global_token: bool,
         translation: TranslationConfig | None = None,
         norm_clip: float = 5.0,
+        split_goal: bool = False,
     ) -> None:
         super().__init__()
         self.entity_names = list(obs_space.entities)
-        self.num_global = len(obs_space.global_features)
+        globals_ = obs_space.global_features
+        self.goal_columns = (
+            tuple(globals_.index(name) for name in obs_space.goal_features) if split_goal else ()
+        )
+        self.num_global = len(globals_) - len(self.goal_columns)
         self.global_token = global_token
         widths = {name: len(e.features) for name, e in obs_space.entities.items()}
         if global_token:
@@ -149,7 +155,7 @@ class EntityEmbedding(nn.Module):
         elif self.translation is not None:
             rows_of = list(self.translation.columns)
         first_of = [] if self.translation is None else [self.translation.reference]
-        return EntityInputs.from_obs(obs, self.entity_names, rows_of, first_of)
+        return EntityInputs.from_obs(obs, self.entity_names, rows_of, first_of, self.goal_columns)
 
     def raw_features(self, inputs: EntityInputs) -> dict[str, torch.Tensor]:
         """Per type, the input features (own + global), translated; before normalization."""

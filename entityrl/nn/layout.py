@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -107,6 +108,14 @@ class BatchLayout:
             visible=None if self.visible is None else self.visible.to(device),
         )
 
+    def per_slot(self, per_row: torch.Tensor) -> torch.Tensor:
+        """``per_row`` (rows, n) spread to the slots: (slots, n), each slot its row's values,
+        zeros in padding slots (whose row is ``num_rows``)."""
+        if self.slot_per_row:
+            return per_row
+        padded = torch.cat([per_row, per_row.new_zeros(1, per_row.shape[1])])
+        return padded[self.slot_row]
+
 
 # Rows per bucket at least this many: fewer, larger attention calls beat tighter padding.
 MIN_BUCKET_ROWS = 16
@@ -151,14 +160,24 @@ def padded_slots(n: int) -> int:
 
 
 def build_layout(
-    obs: VecObs, entity_names: list[str], global_token: bool, grids: bool = True
+    obs: VecObs,
+    entity_names: list[str],
+    global_token: bool,
+    grids: bool = True,
+    tokens: Mapping[str, int] | None = None,
 ) -> BatchLayout:
     """Lay out the entities of ``obs`` (types in ``entity_names`` order), as padded grids or
-    packed (see module docstring)."""
+    packed (see module docstring). ``tokens`` adds to every row, after its entities and global
+    token, that many slots per key (the cells of images, :mod:`entityrl.nn.images`)."""
     rows = obs.num_rows
     type_lengths = [obs.features[name].lengths for name in entity_names]
+    slot_names = list(entity_names)
     if global_token:
         type_lengths.append(np.ones(rows, dtype=np.int64))
+        slot_names.append("__global__")
+    for name, count in (tokens or {}).items():
+        type_lengths.append(np.full(rows, count, dtype=np.int64))
+        slot_names.append(name)
     lengths = np.zeros(rows, dtype=np.int64)
     for type_len in type_lengths:  # (np.sum of the list would stack it into a matrix first)
         lengths += type_len
@@ -179,7 +198,7 @@ def build_layout(
 
     type_positions: dict[str, torch.Tensor] = {}
     offset_in_row = np.zeros(rows, dtype=np.int64)
-    for name, type_len in zip([*entity_names, "__global__"], type_lengths, strict=False):
+    for name, type_len in zip(slot_names, type_lengths, strict=True):
         type_positions[name] = _tensor(ranges(row_slot + offset_in_row, type_len))
         offset_in_row += type_len
 

@@ -87,8 +87,4 @@ class RowMemory(nn.Module):
     def broadcast(self, x: torch.Tensor, states: torch.Tensor, layout: BatchLayout) -> torch.Tensor:
         """``x`` (slots, d) with each row's projected state added to its slots (padding slots,
         whose row is ``num_rows``, get nothing)."""
-        projected = self.proj(states).to(x.dtype)
-        if layout.slot_per_row:
-            return x + projected
-        padded = torch.cat([projected, projected.new_zeros(1, projected.shape[1])])
-        return x + padded[layout.slot_row]
+        return x + layout.per_slot(self.proj(states).to(x.dtype))

@@ -19,8 +19,10 @@ from torch import nn
 from entityrl.env.actions import kind_of
 from entityrl.env.spaces import ActionSpace, ObsSpace
 from entityrl.env.vec_obs import VecObs
+from entityrl.nn.conditioning import CONDITIONINGS, Conditioning, goal_conditioning
 from entityrl.nn.embedding import EntityEmbedding, TranslationConfig
 from entityrl.nn.heads import ChoiceScores, HeadOutput, ValueHead, head_for
+from entityrl.nn.images import IMAGE_ENCODERS, ImageEncoderName, ImageTokens
 from entityrl.nn.input_norm import Combine
 from entityrl.nn.inputs import EntityInputs
 from entityrl.nn.kernels import max_head_dim
@@ -63,6 +65,13 @@ class RogueNetConfig:
     ends (see entityrl.nn.recurrent); PPO then trains on chunks of ppo.seq_len steps."""
     norm_clip: float = 5.0
     """Normalized input features are clipped to [-norm_clip, norm_clip]."""
+    conditioning: Conditioning = "hyper"
+    """How the goal signal (the observation space's goal_features) reaches the network:
+    "hyper", a hypernetwork turns each row's goal into a linear layer that every entity
+    embedding passes through; "film", a per-channel scale and shift of the embeddings from the
+    goal, after the embedding and after each block; "none", the goal features are plain global
+    features. Spaces without goal features ignore it. See entityrl.nn.conditioning and
+    docs/goals.md."""
     precision: Precision = "auto"
     """Compute precision of the transformer's linear layers: "float32", "bfloat16" (float32
     parameters, bfloat16 products with float32 accumulation) or "auto" (bfloat16 on CPUs with
@@ -74,8 +83,17 @@ class RogueNetConfig:
     on a row of 4,096 entities in 0.2 s and trains on it (forward and backward) in 0.7 s; at
     16,384 entities, 1.1 s and 10 s with 2.4 GB (benchmarks/RESULTS.md, "Rows of many
     entities")."""
+    image_encoder: ImageEncoderName = "small"
+    """The CNN that turns each image of the observation into tokens beside the entities:
+    "small" (stride-2 convolutions down to at most 8x8 cells) or "impala" (IMPALA's residual
+    encoder); see entityrl.nn.images. Unused by spaces without images."""
 
     def __post_init__(self) -> None:
+        if self.image_encoder not in IMAGE_ENCODERS:
+            raise ValueError(
+                f"net.image_encoder must be one of {list(IMAGE_ENCODERS)}, "
+                f"got {self.image_encoder!r}"
+            )
         for name in ("d_model", "n_head", "d_qk"):
             if getattr(self, name) < 1:
                 raise ValueError(f"net.{name} must be >= 1, got {getattr(self, name)}")
@@ -99,6 +117,11 @@ class RogueNetConfig:
         if self.relpos is not None and self.pooling is not None:
             raise ValueError("net.relpos works with attention; it cannot be combined with pooling")
         compute_dtype(self.precision)  # rejects unknown settings
+        if self.conditioning not in CONDITIONINGS:
+            raise ValueError(
+                f"net.conditioning must be one of {', '.join(CONDITIONINGS)}; "
+                f"got {self.conditioning!r}"
+            )
 
 
 @dataclass
@@ -171,8 +194,16 @@ class Encoder(nn.Module):
         dtype: torch.dtype,
     ) -> None:
         super().__init__()
+        self.conditioning = goal_conditioning(
+            config.conditioning, obs_space, config.d_model, config.n_layer, config.norm_clip
+        )
         self.embedding = EntityEmbedding(
-            obs_space, config.d_model, global_token, config.translation, config.norm_clip
+            obs_space,
+            config.d_model,
+            global_token,
+            config.translation,
+            config.norm_clip,
+            split_goal=self.conditioning is not None,
         )
         d_head = config.d_model // config.n_head
         self.relpos = (
@@ -185,17 +216,39 @@ class Encoder(nn.Module):
             for _ in range(config.n_layer)
         )
         self.ln_out = nn.LayerNorm(config.d_model) if config.n_layer else nn.Identity()
+        self.images = (
+            ImageTokens(obs_space.images, config.d_model, config.image_encoder)
+            if obs_space.images
+            else None
+        )
 
     def forward(self, batch: PreparedBatch, ctx: AttentionContext) -> torch.Tensor:
         raw = self.embedding.raw_features(batch.inputs)
         x = self.embedding(raw, batch.layout)
+        if self.images is not None:
+            x = self.images(batch.inputs.images, x, batch.layout)
         if self.relpos is not None and self.blocks:
             ctx.relpos = self.relpos.offset_index(raw, batch.layout)
-        for block in self.blocks:
-            x = block(x, ctx)
+        if self.conditioning is None:
+            for block in self.blocks:
+                x = block(x, ctx)
+        else:
+            goal = batch.inputs.goal
+            assert goal is not None  # the embedding splits it off when conditioning
+            context = self.conditioning.context(goal, batch.layout)
+            x = self.conditioning(x, context, 0)
+            for site, block in enumerate(self.blocks, 1):
+                x = self.conditioning(block(x, ctx), context, site)
         if isinstance(self.ln_out, nn.LayerNorm):  # the kernel; see Block
             return layer_norm(x, self.ln_out.weight, self.ln_out.bias, self.ln_out.eps)
         return x
+
+    @torch.no_grad()
+    def update_normalizers(self, inputs: EntityInputs, combine: Combine | None = None) -> None:
+        self.embedding.update_normalizers(inputs, combine)
+        if self.conditioning is not None:
+            assert inputs.goal is not None
+            self.conditioning.update_normalizer(inputs.goal, combine)
 
 
 class RogueNet(nn.Module):
@@ -264,7 +317,14 @@ class RogueNet(nn.Module):
     def prepare(self, obs: VecObs) -> PreparedBatch:
         """Compute the index metadata of a batch (numpy; no gradients involved), on the CPU."""
         self._check_obs(obs)
-        layout = build_layout(obs, self.entity_names, self.global_token, self.grid_layout)
+        images = self.encoder.images
+        layout = build_layout(
+            obs,
+            self.entity_names,
+            self.global_token,
+            self.grid_layout,
+            None if images is None else images.cells,
+        )
         heads = {
             name: self.heads[_key(name)].prepare(mask, layout)
             for name, mask in obs.action_masks.items()
@@ -287,6 +347,13 @@ class RogueNet(nn.Module):
                 f"the network expects {len(self.obs_space.global_features)} global features, "
                 f"got {obs.global_features.shape[1]}"
             )
+        for name, image in self.obs_space.images.items():
+            pixels = obs.images.get(name)
+            if pixels is None or pixels.shape[1:] != image.shape:
+                got = "none" if pixels is None else f"shape {pixels.shape[1:]}"
+                raise ValueError(
+                    f"image {name!r}: the network expects {image.shape} per row, got {got}"
+                )
         self._check_size(obs)
 
     def _check_size(self, obs: VecObs) -> None:
@@ -431,9 +498,9 @@ class RogueNet(nn.Module):
         """Fold a batch of observations into the running input statistics (``combine`` sums
         the statistics over the processes of a data-parallel run)."""
         inputs = self.encoder.embedding.inputs(obs).to(self.device)
-        self.encoder.embedding.update_normalizers(inputs, combine)
+        self.encoder.update_normalizers(inputs, combine)
         if self.value_encoder is not None:
-            self.value_encoder.embedding.update_normalizers(inputs, combine)
+            self.value_encoder.update_normalizers(inputs, combine)
 
 
 def _key(name: str) -> str:

@@ -53,7 +53,7 @@ import pyarrow as pa
 from entityrl.env.actions import kind_of
 from entityrl.env.actions.kind import Column
 from entityrl.env.rows import all_true
-from entityrl.env.space_data import spaces_from_data, spaces_to_data
+from entityrl.env.space_data import images_unsupported, spaces_from_data, spaces_to_data
 from entityrl.env.spaces import ActionSpace, ObsSpace
 from entityrl.env.vec_obs import VecActionMask, VecObs
 from entityrl.ragged import RaggedArray
@@ -84,6 +84,9 @@ class Header:
 
 def make_schema(header: Header) -> pa.Schema:
     """The Arrow schema of recordings of these spaces, the header in its metadata."""
+    refused = images_unsupported(header.obs_space, "recording")
+    if refused:
+        raise RecordingError(refused)
     fields: list[pa.Field] = []
     for name, entity in header.obs_space.entities.items():
         fields += [

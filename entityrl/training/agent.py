@@ -8,6 +8,7 @@ run's config, and :func:`evaluate` plays complete episodes with it.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -16,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
+from entityrl.env.decisions import deciding
 from entityrl.env.space_data import space_differences
 from entityrl.env.spaces import ActionSpace, ObsSpace
 from entityrl.env.stacking import stacking
@@ -251,7 +253,11 @@ def make_eval_env(
     from entityrl.envs import REGISTRY, make_vec
 
     env_config = agent.config.env
+    # The agent decides at the times it was trained to.
+    decisions = env_config.decisions if env_config.decisions.enabled else None
     if env is not None:
+        if decisions is not None:
+            env = functools.partial(deciding, env, decisions)
         vec_env: VecEnv = SerialVecEnv(env, num_envs, seed)
     elif env_config.id not in REGISTRY and ":" not in env_config.id:
         raise AgentError(
@@ -262,7 +268,9 @@ def make_eval_env(
         )
     else:
         try:
-            vec_env = make_vec(env_config.id, num_envs, seed=seed, **env_config.kwargs)
+            vec_env = make_vec(
+                env_config.id, num_envs, seed=seed, decisions=decisions, **env_config.kwargs
+            )
         except KeyError as err:  # a "module:Class" path that does not import here
             raise AgentError(f"cannot build the agent's environment: {err.args[0]}") from None
         except (TypeError, ValueError) as err:

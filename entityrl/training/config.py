@@ -34,6 +34,7 @@ from entityrl.algorithms.poca.critic import POCAConfig
 from entityrl.algorithms.ppo.loss import PPOConfig
 from entityrl.algorithms.rnd import RNDConfig
 from entityrl.algorithms.self_play.pool import SelfPlayConfig
+from entityrl.env.decisions import Decisions
 from entityrl.nn.device import check_device_setting
 from entityrl.nn.rogue_net import RogueNetConfig
 from entityrl.training.stuck import StuckConfig
@@ -58,6 +59,8 @@ class EnvConfig:
     stack: int = 1
     """Observation stacking: each entity's (and the global) features of the last ``stack``
     steps, matched by entity id (1: the current step only; see docs/stacking.md)."""
+    decisions: Decisions = field(default_factory=Decisions)
+    """When agents decide: periods, staggering offsets, on request (docs/decisions.md)."""
     pickle_state: bool = False
     """Let checkpoints pickle the parts of the environments' state that are not plain data
     (see docs/environments.md), so that a resumed run continues their episodes. Resuming then

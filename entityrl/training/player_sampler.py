@@ -50,8 +50,9 @@ class PlayerSampler(Sampler):
         steps: int,
         generator: torch.Generator | None = None,
         seat: Callable[[], Seating] | None = None,
+        decisions: bool = False,
     ) -> None:
-        super().__init__(env, net, steps, generator)
+        super().__init__(env, net, steps, generator, decisions)
         self.opponent_states = PlayerStates(env.num_envs)
         self.seat = seat or (lambda: Seating.learner_everywhere(env.num_envs))
         self.seating = self.seat()

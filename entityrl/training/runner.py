@@ -96,6 +96,7 @@ def make_env(
             answer_timeout=config.rollout.worker_timeout,
             backend=config.rollout.backend,
             ray_address=config.rollout.ray_address,
+            decisions=config.env.decisions,
             **config.env.kwargs,
         )
     return vectorize(  # a class or a zero-argument callable
@@ -108,6 +109,7 @@ def make_env(
         answer_timeout=config.rollout.worker_timeout,
         backend=config.rollout.backend,
         ray_address=config.rollout.ray_address,
+        decisions=config.env.decisions,
     )
 
 

@@ -99,7 +99,8 @@ class Sampler:
     actions from ``generator`` (on the network's device; a new unseeded one if None) and
     keeps each environment's recurrent state (net.memory). The sampler keeps the
     environments' latest observation between rollouts, so consecutive rollouts continue the
-    same episodes.
+    same episodes. With ``decisions`` (``env.decisions``), its rollouts learn from each row's
+    decisions only (:attr:`Rollout.decisions`).
     """
 
     def __init__(
@@ -108,9 +109,11 @@ class Sampler:
         net: RogueNet,
         steps: int,
         generator: torch.Generator | None = None,
+        decisions: bool = False,
     ) -> None:
         self.env = env
         self.steps = steps
+        self.decisions = decisions
         self.agent = Agent(net, generator=generator or _new_generator(net.device))
         self.obs: VecObs = env.reset()
         self.agent.state = net.initial_state(env.num_envs)
@@ -187,6 +190,7 @@ class Sampler:
             active=stacked("active"),
             group_rewards=stacked("group_reward"),
             game_over=stacked("game_over"),
+            decisions=self.decisions,
         )
 
 
@@ -205,14 +209,19 @@ class WorkerSampler(Sampler):
     env: ProcessVecEnv
 
     def __init__(
-        self, env: ProcessVecEnv, net: RogueNet, steps: int, rng: np.random.Generator
+        self,
+        env: ProcessVecEnv,
+        net: RogueNet,
+        steps: int,
+        rng: np.random.Generator,
+        decisions: bool = False,
     ) -> None:
         if net.device.type != "cpu":
             raise ValueError(
                 f"WorkerSampler runs the policy in CPU worker processes; the network is on "
                 f"{net.device} (use Sampler: the environments still step in their processes)"
             )
-        super().__init__(env, net, steps)
+        super().__init__(env, net, steps, decisions=decisions)
         self.rng = rng
         # Pickled here, by value: sent as tensors, the parameters would be moved into shared
         # memory, and each worker's copy would alias the trainer's.
@@ -286,6 +295,7 @@ def make_sampler(
     steps: int,
     rng: np.random.Generator,
     generator: torch.Generator | None = None,
+    decisions: bool = False,
 ) -> Sampler:
     """A :class:`WorkerSampler` for environments in worker processes when the policy runs on
     the CPU (each worker runs a copy of it, its actions drawn from a generator seeded from
@@ -297,7 +307,7 @@ def make_sampler(
     from entityrl.training.player_sampler import PlayerSampler
 
     if isinstance(env, PlayerVecEnv):
-        return PlayerSampler(env, net, steps, generator)
+        return PlayerSampler(env, net, steps, generator, decisions=decisions)
     if isinstance(env, ProcessVecEnv) and net.device.type == "cpu":
-        return WorkerSampler(env, net, steps, rng)
-    return Sampler(env, net, steps, generator)
+        return WorkerSampler(env, net, steps, rng, decisions)
+    return Sampler(env, net, steps, generator, decisions)

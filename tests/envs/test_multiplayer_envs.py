@@ -31,12 +31,13 @@ MAX_GAME_STEPS = {
     "CoinDuel": 30,
     "PackHunt": 50,
     "GuardedExit": 30,
+    "Lanes": 20,
 }
 
 
-def test_the_five_games_are_registered() -> None:
+def test_the_six_games_are_registered() -> None:
     assert sorted(MULTIPLAYER) == [
-        "CoinDuel", "GuardedExit", "MatrixGame", "PackHunt", "RockPaperScissorsDuel",
+        "CoinDuel", "GuardedExit", "Lanes", "MatrixGame", "PackHunt", "RockPaperScissorsDuel",
     ]  # fmt: skip
 
 

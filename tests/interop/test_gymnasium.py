@@ -13,7 +13,6 @@ from gymnasium.vector import AutoresetMode  # noqa: E402
 
 from entityrl.env import GlobalContinuousActionSpace, SerialVecEnv  # noqa: E402
 from entityrl.envs import make, make_vec  # noqa: E402
-from entityrl.envs.cherry_pick import CherryPick  # noqa: E402
 from entityrl.envs.multi_armed_bandit import MultiArmedBandit  # noqa: E402
 from entityrl.envs.multi_snake import MultiSnake  # noqa: E402
 from entityrl.envs.treasure_hunt import TreasureHunt  # noqa: E402
@@ -187,9 +186,9 @@ def test_entityrl_env_is_a_valid_gymnasium_env(make_env, limits) -> None:  # typ
             obs, _ = env.reset()
 
 
-def test_reverse_wrapper_refuses_select_entity_actions_and_too_many_entities() -> None:
-    with pytest.raises(UnsupportedSpaceError, match="SelectEntityActionSpace has no Gymnasium"):
-        EntityGymnasiumEnv(CherryPick(), 32)
+def test_reverse_wrapper_refuses_continuous_actions_and_too_many_entities() -> None:
+    with pytest.raises(UnsupportedSpaceError, match="ContinuousActionSpace has no Gymnasium"):
+        EntityGymnasiumEnv(make("ContinuousMoveToOrigin"), 4)
     env = EntityGymnasiumEnv(TreasureHunt(), 1)
     with pytest.raises(ValueError, match="more than max_entities=1"):
         env.reset(seed=0)
@@ -298,7 +297,7 @@ def test_built_in_environments_are_registered_with_gymnasium() -> None:
 def test_bounds_are_declared_and_enforced() -> None:
     env = EntityGymnasiumEnv(TreasureHunt(), 16, bounds={"global": (-1.0, 1.0)})
     assert env.observation_space["global"].low.min() == -1.0
-    assert np.isinf(env.observation_space[next(iter(env.entity_types))].high).all()
+    assert np.isinf(env.observation_space[next(iter(env.layout.entity_types))].high).all()
     tight = EntityGymnasiumEnv(TreasureHunt(), 16, bounds=(0.0, 0.0))
     with pytest.raises(ValueError, match="outside the bounds"):
         for seed in range(5):

@@ -8,7 +8,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from entityrl.algorithms.common.gae import gae
+from entityrl.algorithms.common.gae import decision_gae, gae
 from entityrl.env.vec_obs import VecObs
 from entityrl.nn.recurrent import Sequences
 from entityrl.ragged import RaggedArray
@@ -83,6 +83,11 @@ class Rollout:
     # the learner's probability of the row's actions to the acting policy's, truncated at 1;
     # estimate_advantages then corrects for the lag (V-trace; see entityrl.training.async_sampler).
     ratios: npt.NDArray[np.float32] | None = None
+    # With decisions at their own times (env.decisions): a row with no actor is no decision,
+    # and advantages run over each row's decisions (entityrl.algorithms.common.gae.decision_gae).
+    decisions: bool = False
+    # (steps, envs), with decisions, from estimate_advantages: the steps that are samples.
+    samples: npt.NDArray[np.bool_] | None = None
     # (rows,) each, from estimate_advantages.
     advantages: npt.NDArray[np.float32] = field(default_factory=lambda: np.zeros(0, np.float32))
     returns: npt.NDArray[np.float32] = field(default_factory=lambda: np.zeros(0, np.float32))
@@ -99,6 +104,19 @@ class Rollout:
         # A truncated episode did not end in the task: its last step earns the discounted value
         # of the state it was cut off in, which GAE (stopping at the episode's end) would drop.
         steps, envs = self.dones.shape
+        if self.decisions:
+            advantages, returns, self.samples = decision_gae(
+                rewards + gamma * self.bootstrap,
+                self.values.reshape(steps, envs),
+                self.dones,
+                _acting([a.lengths for a in self.actions.values()]).reshape(steps, envs),
+                self.next_values,
+                _acting([m.actors.lengths for m in self.next_obs.action_masks.values()]),
+                gamma,
+                gae_lambda,
+            )
+            self.advantages, self.returns = advantages.reshape(-1), returns.reshape(-1)
+            return
         advantages, returns = gae(
             rewards + gamma * self.bootstrap,
             self.values.reshape(steps, envs),
@@ -114,8 +132,10 @@ class Rollout:
         """Every row once, in random order: rows one by one, or (with stored states) whole
         chunks of ``seq_len`` consecutive steps of one environment, each chunk's rows in step
         order (chunk-major; ``seq_len`` divides the rollout's steps). Without states, rows of
-        players that had left are skipped."""
+        players that had left, and with decisions the steps that are no samples, are skipped."""
         if self.states is None:
+            if self.samples is not None:
+                return rng.permutation(np.flatnonzero(self.samples.reshape(-1)))
             if self.active is None:
                 return rng.permutation(self.num_rows)
             return rng.permutation(np.flatnonzero(self.active.reshape(-1)))
@@ -152,6 +172,11 @@ class Rollout:
                 None if self.states is None else _sequences(rows, seq_len, self.states, self.dones)
             ),
         )
+
+
+def _acting(actor_counts: list[npt.NDArray[np.int64]]) -> npt.NDArray[np.bool_]:
+    """Per row, whether it has an actor, from each action's actors per row."""
+    return np.sum(actor_counts, axis=0) > 0
 
 
 def _sequences(

@@ -44,6 +44,7 @@ class POCA(PPO):
             ("rnd.coef", config.rnd.enabled),
             ("icm.coef", config.icm.enabled),
             ("bc.strength", bool(config.bc.strength)),
+            ("env.decisions", config.env.decisions.enabled),  # its group returns run every step
         ):
             if on:
                 raise ConfigError(f"algo=poca does not support {key} yet")

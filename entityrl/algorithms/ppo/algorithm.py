@@ -115,11 +115,13 @@ class PPO(OnPolicyAlgorithm):
         check_update(stats, ctx.net, step)
         metrics = {f"loss/{k}": v for k, v in stats.items()}
         metrics.update(self.learn_more(rollout, step, lr))
-        variance = float(np.var(rollout.returns))
+        returns, values = rollout.returns, rollout.values
+        if rollout.samples is not None:  # with env.decisions: over the decisions only
+            keep = rollout.samples.reshape(-1)
+            returns, values = returns[keep], values[keep]
+        variance = float(np.var(returns)) if returns.size else 0.0
         metrics["loss/explained_variance"] = (
-            1.0 - float(np.var(rollout.returns - rollout.values)) / variance
-            if variance > 0
-            else 0.0
+            1.0 - float(np.var(returns - values)) / variance if variance > 0 else 0.0
         )
         metrics["schedule/ent_coef"] = ent_coef
         return metrics

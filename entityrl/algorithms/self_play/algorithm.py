@@ -114,6 +114,7 @@ class SelfPlay(PPO):
             ctx.config.rollout.steps,
             ctx.generator,
             seat=None if self.magnet_mode else self.seat,
+            decisions=ctx.config.env.decisions.enabled,
         )
 
     def begin(self, resumed: bool, pretrained: bool) -> None:

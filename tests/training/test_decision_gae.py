@@ -1,0 +1,154 @@
+"""Advantages over each agent's own decisions (entityrl.algorithms.common.gae.decision_gae)
+and rollouts that learn from decision steps only."""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+import torch
+
+from entityrl.algorithms import registry
+from entityrl.algorithms.common.gae import decision_gae, gae
+from entityrl.env.decisions import Decisions
+from entityrl.envs import make_vec
+from entityrl.nn import RogueNet, RogueNetConfig
+from entityrl.training.config import ConfigError, load_config
+from entityrl.training.sampler import make_sampler
+
+T, F = True, False
+GAMMA, LAMBDA = 0.5, 0.5
+
+
+def fold(
+    decides: list[bool] | list[list[bool]],
+    dones: list[bool],
+    next_decides: list[bool],
+    values: npt.NDArray[np.float32] | None = None,
+) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32], npt.NDArray[np.bool_]]:
+    """decision_gae over 6 steps of one or more rows (``decides`` per step): rewards 1..6,
+    values 10 and 20 at steps 0 and 3 unless given, 30 after the last step."""
+    deciding = np.array(decides, dtype=np.bool_).reshape(6, -1)
+    envs = deciding.shape[1]
+    values = (
+        np.array([10, 0, 0, 20, 0, 0], np.float32)[:, None].repeat(envs, 1)
+        if values is None
+        else values
+    )
+    return decision_gae(
+        np.arange(1, 7, dtype=np.float32)[:, None].repeat(envs, 1),
+        values,
+        np.array(dones, dtype=np.bool_).reshape(6, envs),
+        deciding,
+        np.full(envs, 30, np.float32),
+        np.array(next_decides, dtype=np.bool_),
+        GAMMA,
+        LAMBDA,
+    )
+
+
+def test_rewards_sum_over_the_period_and_discount_once_per_decision() -> None:
+    adv, ret, samples = fold([T, F, F, T, F, F], [F] * 6, [T])
+    # Decision 3: rewards 4 + 5 + 6, bootstrapped from the next observation's value 30.
+    # Decision 0: rewards 1 + 2 + 3, then decision 3's value 20, then its advantage.
+    delta3 = 15 + GAMMA * 30 - 20
+    delta0 = 6 + GAMMA * 20 - 10
+    np.testing.assert_allclose(adv[:, 0], [delta0 + GAMMA * LAMBDA * delta3, 0, 0, delta3, 0, 0])
+    np.testing.assert_allclose(ret[[0, 3], 0], [10 + adv[0, 0], 20 + adv[3, 0]])
+    assert samples[:, 0].tolist() == [T, F, F, T, F, F]
+
+
+def test_an_episode_ending_mid_period_ends_the_decision_with_what_it_accumulated() -> None:
+    # Done at step 4: decision 3 earns 4 + 5 and ends; step 5 is the next episode's, before
+    # its first decision, and belongs to no decision.
+    adv, _, samples = fold([T, F, F, T, F, F], [F, F, F, F, T, F], [F])
+    delta3 = 9 - 20
+    np.testing.assert_allclose(
+        adv[[0, 3], 0], [6 + GAMMA * 20 - 10 + GAMMA * LAMBDA * delta3, delta3]
+    )
+    assert samples[:, 0].tolist() == [T, F, F, T, F, F]
+
+
+def test_a_period_cut_by_the_rollout_is_no_sample_but_bootstraps_the_one_before() -> None:
+    adv, _, samples = fold([T, F, F, T, F, F], [F] * 6, [F])
+    assert samples[:, 0].tolist() == [T, F, F, F, F, F]
+    np.testing.assert_allclose(adv[0, 0], 6 + GAMMA * 20 - 10)  # no trace past decision 3
+
+
+def test_staggered_rows_fold_independently() -> None:
+    # Row 0 every 3 steps from 0, row 1 every 3 steps from 1 (the next observation, step 6,
+    # is row 0's decision, not row 1's).
+    decides = [[T, F], [F, T], [F, F], [T, F], [F, T], [F, F]]
+    values = np.array([[10, 0], [0, 11], [0, 0], [20, 0], [0, 21], [0, 0]], np.float32)
+    adv, _, samples = fold(decides, [F] * 12, [T, F], values=values)
+    assert samples.tolist() == [[T, F], [F, T], [F, F], [T, F], [F, F], [F, F]]
+    # Row 1's decision at step 1: rewards 2 + 3 + 4, then step 4's value 21 (no trace); the
+    # reward of step 0 (before its first decision in the rollout) is nobody's.
+    np.testing.assert_allclose(adv[1, 1], 9 + GAMMA * 21 - 11)
+    np.testing.assert_allclose(adv[3, 0], 15 + GAMMA * 30 - 20)
+
+
+def test_deciding_every_step_is_plain_gae() -> None:
+    rng = np.random.default_rng(0)
+    rewards = rng.normal(size=(6, 3)).astype(np.float32)
+    values = rng.normal(size=(6, 3)).astype(np.float32)
+    dones = rng.random((6, 3)) < 0.3
+    next_values = rng.normal(size=3).astype(np.float32)
+    expected = gae(rewards, values, dones, next_values, GAMMA, LAMBDA)
+    adv, ret, samples = decision_gae(
+        rewards,
+        values,
+        dones,
+        np.ones((6, 3), np.bool_),
+        next_values,
+        np.ones(3, np.bool_),
+        GAMMA,
+        LAMBDA,
+    )
+    np.testing.assert_allclose(adv, expected[0], rtol=1e-6)
+    np.testing.assert_allclose(ret, expected[1], rtol=1e-6)
+    assert samples.all()
+
+
+def test_steps_without_a_decision_are_no_training_samples() -> None:
+    decisions = Decisions(periods={"1": 5}, offsets={"1": 2})
+    env = make_vec("Lanes", 4, seed=0, decisions=decisions, length=15, max_steps=40)
+    torch.manual_seed(0)
+    net = RogueNet(env.obs_space, env.action_space, RogueNetConfig(d_model=16))
+    generator = torch.Generator().manual_seed(0)
+    sampler = make_sampler(env, net, 10, np.random.default_rng(0), generator, decisions=True)
+    rollout = sampler.collect()
+    rollout.estimate_advantages(rollout.rewards, 0.99, 0.95)
+    acting = sum(a.lengths for a in rollout.actions.values()).reshape(10, 8) > 0
+    rows = rollout.shuffled_rows(np.random.default_rng(0), 10)
+    taken = np.zeros(80, np.bool_)
+    taken[rows] = True
+    taken = taken.reshape(10, 8)
+    assert not (taken & ~acting).any()  # only decisions are samples
+    # Player 1 (odd rows) decides at steps 2 and 7 of its first game: step 2's period is
+    # complete within the rollout, step 7's is not (its next decision is step 12), unless the
+    # player arrives before the rollout's end.
+    going = ~rollout.dones[:, 1::2].any(axis=0)
+    assert going.any()
+    assert acting[:, 1::2][:, going].tolist() == [[s in (2, 7)] * going.sum() for s in range(10)]
+    assert taken[2, 1::2][going].all() and not taken[7, 1::2][going].any()
+    env.close()
+
+
+@pytest.mark.parametrize(
+    ("algo", "setting", "message"),
+    [
+        ("ppo", "net.memory=true", "does not support net.memory yet"),
+        ("ppo", "rollout.mode=async", "does not support rollout.mode=async yet"),
+        ("dqn", "seed=0", "algo=dqn learns from single steps"),
+        ("poca", "seed=0", "algo=poca does not support env.decisions"),
+        ("ppo", "rollout.steps=1", r"expected rollout.steps >= 2, got 1"),
+    ],
+)
+def test_algorithms_that_run_over_every_step_refuse_decisions(
+    algo: str, setting: str, message: str
+) -> None:
+    config = load_config("Lanes", [f"algo={algo}", "env.decisions.period=2", setting])
+    with pytest.raises(ConfigError, match=message):
+        registry.lookup(algo).check(config)
+    registry.lookup(algo).check(load_config("Lanes", [f"algo={algo}"]))  # without: accepted
