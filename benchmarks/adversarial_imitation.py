@@ -16,12 +16,13 @@ machine):
 GAIL before issue #30 is measured by running this script from an export of that commit
 (``git archive 1f5fda8 entityrl | tar -x -C /tmp/head``, then ``PYTHONPATH=/tmp/head`` from
 ``/tmp/head``) with ``--algos gail``; ``gail-plain`` here is today's discriminator with the
-fixes turned off, which is not the same network.
+fixes turned off, which is not the same network. ``gail-bc`` is GAIL with behaviour cloning on
+the same recording alongside (``bc.strength=1 bc.batches=16``), not adversarial imitation alone.
 
 usage: python benchmarks/adversarial_imitation.py [--only ENV ...] [--algos gail dac ...]
                                                   [--seeds 1 2 3] [--threads 1]
                                                   [--set KEY=VALUE ...] [--steps N]
-                                                  [--kwargs JSON]
+                                                  [--kwargs JSON] [--episodes N]
 """
 
 from __future__ import annotations
@@ -69,6 +70,9 @@ ALGOS: dict[str, list[str]] = {
         "gail.absorbing_weight=null",
     ],
     "dac": ["algo=dac"],
+    # Behaviour cloning on the same recording alongside (not adversarial imitation alone): 16
+    # minibatch steps of it after each PPO update.
+    "gail-bc": ["algo=gail", "gail.env_reward=0", "bc.strength=1", "bc.batches=16"],
 }
 
 
@@ -85,8 +89,9 @@ def run(
     kwargs, episodes, steps = CASES[name]
     kwargs = json.loads(args.kwargs) if args.kwargs is not None else kwargs
     steps = args.steps or steps
+    episodes = args.episodes or episodes
     extra = args.set
-    demos = tmp / f"{name}.arrow"
+    demos = tmp / f"{name}-{episodes}.arrow"
     if not demos.exists():
         env = make_vec(name, 16, seed=0, **kwargs)
         record(expert(name, env), env, demos, episodes, env_id=name, env_kwargs=kwargs)
@@ -120,6 +125,7 @@ def main() -> None:
     parser.add_argument("--set", nargs="*", default=[], help="more overrides (gail.lr=0.0001)")
     parser.add_argument("--steps", type=int, help="environment steps instead of the case's")
     parser.add_argument("--kwargs", help="environment arguments (JSON) instead of the case's")
+    parser.add_argument("--episodes", type=int, help="expert episodes instead of the case's")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     rows = []

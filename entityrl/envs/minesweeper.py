@@ -29,7 +29,8 @@ class MineSweeper(Environment):
     is destroyed. With ``orbital_cannon``, a cannon entity with a cooldown (``cooldown_period``
     steps after each episode start) may select any mine or robot to destroy once it is ready.
     Reward 1 when the last mine is defused; the episode ends when no mine or no robot is left,
-    or after ``max_steps``. Optimal return: 1.0.
+    or after ``max_steps`` (marked ``truncated``: the observation does not show the time).
+    Optimal return: 1.0.
     """
 
     def __init__(
@@ -95,7 +96,9 @@ class MineSweeper(Environment):
         return [x < self.width - 1, x > 0, y < self.height - 1, y > 0, True]
 
     def observe(self) -> Observation:
-        done = not self.mines or not self.robots or self.steps >= self.max_steps
+        ended = not self.mines or not self.robots
+        # The observation does not show the time: the time limit's ending is a truncation.
+        cut_off = not ended and self.steps >= self.max_steps
         features: dict[str, list[tuple[int, ...]]] = {"Mine": self.mines, "Robot": self.robots}
         if self.orbital_cannon:
             features["Orbital Cannon"] = [(self.cooldown,)]
@@ -115,7 +118,8 @@ class MineSweeper(Environment):
                     actee_types=["Mine", "Robot"],
                 ),
             },
-            done=done,
+            done=ended or cut_off,
+            truncated=cut_off,
             reward=1.0 if not self.mines else 0.0,
         )
 

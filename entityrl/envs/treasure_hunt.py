@@ -46,7 +46,8 @@ class TreasureHunt(Environment):
     treasure reachable without crossing a trap). The global ``move`` action steps up, down, left
     or right (a move off the board does nothing); the player's position is the global features.
     Collecting a treasure gives reward 1. The episode ends on a trap, when all treasure is
-    collected, or after ``max_steps`` steps.
+    collected, or after ``max_steps`` steps: the observation does not show the time, so that
+    ending is marked ``truncated`` (learners bootstrap from its value).
     Optimal return: ``num_treasures`` (5.0 by default).
     """
 
@@ -116,16 +117,19 @@ class TreasureHunt(Environment):
         if self.player in self.treasure:
             self.treasure.remove(self.player)
             reward = 1.0
-        done = self.player in self.traps or not self.treasure or self.steps >= self.max_steps
-        return self.observe(reward, done)
+        ended = self.player in self.traps or not self.treasure
+        return self.observe(reward, ended, cut_off=not ended and self.steps >= self.max_steps)
 
-    def observe(self, reward: float, done: bool) -> Observation:
+    def observe(self, reward: float, done: bool, cut_off: bool = False) -> Observation:
+        """The current state; ``done`` ends the episode by the task, ``cut_off`` by the time
+        limit (truncated)."""
         return Observation(
             features={"Trap": self.traps, "Treasure": self.treasure},
             global_features=list(self.player),
             actions={"move": GlobalCategoricalActionMask()},
             reward=reward,
-            done=done,
+            done=done or cut_off,
+            truncated=cut_off,
         )
 
     def render(self) -> str:

@@ -47,3 +47,14 @@ def sweep(env: Environment, obs: Observation) -> dict[str, CategoricalAction]:
 
 def test_walking_to_the_nearest_mine_and_defusing_returns_one(play: Callable[..., float]) -> None:
     assert [play(MineSweeper(), sweep, seed) for seed in range(20)] == [1.0] * 20
+
+
+def test_the_time_limit_truncates_and_the_task_ends_otherwise() -> None:
+    env = MineSweeper(max_steps=1)
+    env.reset()
+    env.set_state(mines=[(5, 5)], robots=[(0, 0)], cooldown=5, orbital_cannon=False)
+    cut = env.act({"Move": CategoricalAction([("Robot", 0)], np.array([0]))})
+    assert cut.done and cut.truncated and cut.reward == 0.0
+    env.set_state(mines=[(1, 0)], robots=[(0, 0)], cooldown=5, orbital_cannon=False)
+    defused = env.act({"Move": CategoricalAction([("Robot", 0)], np.array([DEFUSE]))})
+    assert defused.done and not defused.truncated and defused.reward == 1.0

@@ -62,3 +62,21 @@ def test_treasure_pays_a_trap_ends_and_the_edge_stops() -> None:
     env.traps = []
     obs = env.act(go("right"))
     assert env.player == (BOUND, 0) and list(obs.global_features) == [BOUND, 0]
+
+
+def test_the_time_limit_truncates_and_the_task_ends_otherwise() -> None:
+    env = TreasureHunt(max_steps=2)
+    env.reset()
+    env.traps, env.treasure = [(0, -1)], [(0, 5)]
+    assert not env.act(go("up")).done
+    cut = env.act(go("up"))  # the time limit, short of the treasure: the time is not observed
+    assert cut.done and cut.truncated
+    env.reset()
+    env.traps, env.treasure = [(0, -1)], [(0, 2)]
+    env.act(go("up"))
+    last = env.act(go("up"))  # the last treasure on the last step: the task's ending
+    assert last.done and not last.truncated and last.reward == 1.0
+    env.reset()
+    env.traps = [(0, -1)]
+    trap = env.act(go("down"))
+    assert trap.done and not trap.truncated

@@ -53,7 +53,9 @@ Fixes after Kostrikov et al. (2019), "Discriminator-Actor-Critic", for episodes 
     swamps PPO's advantages on fixed-length CherryPick (0.15-0.19 of the expert against 0.99).
 
   What is left is the discriminator telling the policy's steps apart (accuracy 0.95-1.0 on
-  that side): its reward does not point toward the expert's next step. See
+  that side): its reward does not point toward the expert's next step. Behaviour cloning on
+  the same recordings alongside (GAIL with ``bc.strength``) keeps the policy's steps among the
+  expert's, the discriminator then cannot tell them apart and dying no longer pays. See
   docs/imitation.md for the figures.
 * **Gradient penalty** (WGAN-GP, Gulrajani et al. 2017, as DAC uses it):
   ``grad_penalty * E[(|grad_z D(z)| - 1)^2]`` at points ``z`` drawn uniformly on segments between
