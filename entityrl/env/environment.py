@@ -50,6 +50,14 @@ class SimulationWrapper(Simulation):
         self.env.close()
 
 
+def simulation_name(env: Simulation) -> str:
+    """The class name of the simulation inside any wrappers (validation, decisions): what
+    messages about its observations call it."""
+    while isinstance(env, SimulationWrapper):
+        env = env.env
+    return type(env).__name__
+
+
 class Environment(Simulation, ABC):
     """One copy of a simulation, stepped one observation at a time.
 

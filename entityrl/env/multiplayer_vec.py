@@ -30,6 +30,7 @@ import numpy.typing as npt
 
 from entityrl.env import plain_state
 from entityrl.env.batching import Batcher
+from entityrl.env.environment import simulation_name
 from entityrl.env.multiplayer import MultiPlayerEnvironment
 from entityrl.env.multiplayer_validator import (
     ValidatingMultiPlayer,
@@ -78,7 +79,7 @@ class PlayerVecEnv(VecEnv):
                     f"expected the factory to build a MultiPlayerEnvironment, "
                     f"got {type(game).__name__}"
                 )
-        self.name = type(games[0]).__name__
+        self.name = simulation_name(games[0])
         if validate:
             games = [ValidatingMultiPlayer(game) for game in games]
         if seed is not None:

@@ -13,7 +13,7 @@ import numpy.typing as npt
 from entityrl.env import plain_state
 from entityrl.env.actions import kind_of
 from entityrl.env.batching import Batcher
-from entityrl.env.environment import Environment, NativeStepping
+from entityrl.env.environment import Environment, NativeStepping, simulation_name
 from entityrl.env.observation import Observation
 from entityrl.env.spaces import ActionSpace, ObsSpace
 from entityrl.env.step_checks import BATCHING_ERRORS, FULLY_VALIDATED_STEPS, StepChecks
@@ -162,7 +162,7 @@ class SerialVecEnv(VecEnv):
         self.checks = StepChecks(
             self.obs_space,
             action_space,
-            type(envs[0].env if validate else envs[0]).__name__,  # type: ignore[attr-defined]
+            simulation_name(envs[0]),
             first_env=seed_offset,
             full_steps=0 if validate or self._native else FULLY_VALIDATED_STEPS,
         )

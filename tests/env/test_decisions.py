@@ -11,6 +11,7 @@ import pytest
 from entityrl.env import (
     Entity,
     Environment,
+    EnvValidationError,
     GlobalCategoricalAction,
     GlobalCategoricalActionMask,
     GlobalCategoricalActionSpace,
@@ -18,8 +19,10 @@ from entityrl.env import (
     ObsSpace,
 )
 from entityrl.env.decisions import DecidingEnvironment, DecidingGame, Decisions
+from entityrl.env.vec_env import SerialVecEnv
 from entityrl.envs import make_vec
 from entityrl.envs.lanes import Lanes
+from entityrl.ragged import RaggedArray
 from entityrl.training.config import ConfigError, load_config
 
 
@@ -158,3 +161,24 @@ def test_default_settings_wrap_nothing() -> None:
     env = make_vec("Lanes", 2, seed=0, decisions=Decisions())
     assert all(type(game) is Lanes for game in env.games)  # type: ignore[attr-defined]
     assert np.all(env.reset().done == False)  # noqa: E712
+
+
+class WrongFeatures(Recorder):
+    """Its third observation has two features where one is declared."""
+
+    def observe(self) -> Observation:
+        observation = super().observe()
+        if self.t == 2:
+            observation.features = {"A": [[1.0, 2.0]]}
+        return observation
+
+
+def test_a_wrapped_environments_bad_observation_names_the_environment() -> None:
+    env = SerialVecEnv(lambda: DecidingEnvironment(WrongFeatures(), Decisions(period=2)), 1, 0)
+    env.reset()
+    decide = {"go": RaggedArray(np.zeros((1, 1), np.int64), np.ones(1, np.int64))}
+    wait = {"go": RaggedArray(np.zeros((0, 1), np.int64), np.zeros(1, np.int64))}
+    env.act(decide)
+    with pytest.raises(EnvValidationError, match="WrongFeatures") as caught:
+        env.act(wait)  # its third observation is the wrong one
+    assert "DecidingEnvironment" not in str(caught.value)
