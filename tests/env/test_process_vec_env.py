@@ -61,9 +61,12 @@ def _read_nothing(envs: object, context: dict, payload: bytes) -> int:
 
 @pytest.mark.parametrize("request_", ["step", "large message"])
 def test_a_worker_that_stops_answering_is_killed_and_named(request_: str) -> None:
-    env = ProcessVecEnv(Growing, 4, num_workers=2, answer_timeout=1.0)
+    # Started with time to spare (a loaded machine can take seconds to start a worker), then
+    # the short timeout under test.
+    env = ProcessVecEnv(Growing, 4, num_workers=2, answer_timeout=60.0)
     pids = env.pids
     obs = env.reset()
+    env.answer_timeout = 1.0
     os.kill(pids[1], signal.SIGSTOP)
     started = time.monotonic()
     with no_hang(), pytest.raises(EnvWorkerError) as error:
