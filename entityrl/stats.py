@@ -86,12 +86,13 @@ def _resample(
     return [runs[rng.integers(0, runs.size, runs.size)] for runs in tasks]
 
 
-def _percentiles(values: npt.ArrayLike, confidence: float) -> tuple[float, float]:
+def _percentiles(values: npt.ArrayLike, confidence: float) -> npt.NDArray[np.float64]:
+    """The low and high ends of the ``confidence`` interval of the replicates (along their
+    first axis): an array of 2 rows."""
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
     tail = 100 * (1 - confidence) / 2
-    low, high = np.percentile(values, [tail, 100 - tail], axis=0)
-    return low, high
+    return np.percentile(values, [tail, 100 - tail], axis=0)
 
 
 def interval(

@@ -15,6 +15,7 @@ episodes (on Corridor, RND policies learned to stop short of the goal once they 
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -183,20 +184,20 @@ class BonusScale:
         self.scaler.load_state_dict(state)
 
 
-class ExplorationBonus:
+class ExplorationBonus(ABC):
     """What the policy's algorithm asks of a bonus (RND, ICM): the bonus of a rollout's steps,
     training on the rollout after the policy's update, and its state for checkpoints."""
 
     def __init__(self, model: RowInputs, optimizer: FlatOptimizer, scale: BonusScale) -> None:
         self.model, self.optimizer, self.scale = model, optimizer, scale
 
+    @abstractmethod
     def rollout_bonus(self, rollout: Rollout) -> npt.NDArray[np.float32]:
         """The bonus of each of a rollout's steps, (steps, envs)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def learn(self, rollout: Rollout, rng: np.random.Generator) -> dict[str, float]:
         """Train on a rollout (after the policy's update); the metrics to log."""
-        raise NotImplementedError
 
     def state_dict(self) -> dict[str, Any]:
         """Networks and input statistics, optimizer, and the return scale (this process's)."""
