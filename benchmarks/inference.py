@@ -7,11 +7,13 @@ action; the network: d_model 32, 2 layers, 2 heads (untrained: weights do not ch
 time). Each path decides CALLS times per run after a warm-up (CALLS / 10 calls of BATCH
 observations for batched calls), the paths alternating; p10, p50 and p99 are per run, and
 the tables give the median over RUNS runs (on a shared machine the p10 is the time of the
-quieter moments). The runtime's single decision is also timed in parts
-(validation, batching, model inputs, the model, choosing). --baseline REV also times, in the
-same runs, the runtime of git revision REV on the same network exported by that revision. With --browser, the same decision also runs in the page of web/ (onnxruntime-web, WASM,
-one thread) in headless Chromium, as the browser tests drive it (needs Chromium, `npm ci` in
-web/ and the 'web' extra).
+quieter moments). The runtime's single decision is also timed in parts (validation, the
+observation to the model's inputs, the model, choosing), and through the general path (the
+Batcher) with its parts. --baseline REV also times, in the same runs, the runtime of git
+revision REV on the same network exported by that revision. With --browser, the same
+decision also runs in the page of web/ (onnxruntime-web, WASM, one thread) in headless
+Chromium, as the browser tests drive it (needs Chromium, `npm ci` in web/ and the 'web'
+extra).
 
 usage: python benchmarks/inference.py [--calls 3000] [--runs 5] [--batch 64] [--baseline REV]
                                       [--browser] [--write]
@@ -141,13 +143,14 @@ def paths(model: Path, before: Baseline | None) -> dict[str, Callable[[], object
     batcher = Batcher(agent.obs_space, agent.action_space)
     batch = batcher.batch([obs])
     checked, unchecked = load(model, seed=0), load(model, seed=0, check=False)
+    general = load(model, seed=0, check=False)
+    general.single = None  # the path through the Batcher
+    single = unchecked.single
+    assert single is not None
     session = unchecked.session
     outputs = unchecked._run([obs], False)[1]
-    feeds = {
-        name: value
-        for name, value in model_inputs(batch, 0, unchecked.action_space).items()
-        if name in unchecked.input_names
-    }
+    prepared = single.prepare(obs)
+    feeds = prepared.feeds
     rows = {
         "torch `Agent.act` (VecObs in, ragged actions out)": lambda: agent.act(batch),
         "torch: Observation -> Batcher -> `Agent.act` -> Actions": lambda: batcher.unbatch(
@@ -158,18 +161,24 @@ def paths(model: Path, before: Baseline | None) -> dict[str, Callable[[], object
         "  of which: validation (`validate_observation`)": lambda: validate_observation(
             obs, checked.obs_space, checked.action_space
         ),
-        "  of which: `Batcher.batch([obs])`": lambda: unchecked.batcher.batch([obs]),
-        "  of which: `model_inputs` (VecObs -> model inputs)": lambda: model_inputs(
-            batch, 0, unchecked.action_space
+        "  of which: Observation -> model inputs (`SingleObservation.prepare`)": lambda: (
+            single.prepare(obs)
         ),
         "  of which: onnxruntime `session.run` alone (inputs ready)": lambda: session.run(
             None, feeds
         ),
-        "  `Batcher.batch([obs])` then `session.run` (inputs ready)": lambda: (
-            unchecked.batcher.batch([obs]),
-            session.run(None, feeds),
+        "  `prepare` then `session.run`": lambda: session.run(None, single.prepare(obs).feeds),
+        "  of which: choosing and building the actions (`SingleObservation.actions_of`)": (
+            lambda: single.actions_of(obs, prepared, outputs, unchecked._choose, unchecked._sample)
         ),
-        "  of which: choosing and `Batcher.unbatch`": lambda: unchecked._actions(
+        "through the Batcher (`policy.single = None`): `policy.act(obs)`, check=False": lambda: (
+            general.act(obs)
+        ),
+        "  of which: `Batcher.batch([obs])`": lambda: general.batcher.batch([obs]),
+        "  of which: `model_inputs` (VecObs -> model inputs)": lambda: model_inputs(
+            batch, 0, general.action_space
+        ),
+        "  of which: choosing and `Batcher.unbatch`": lambda: general._actions(
             batch, outputs, [obs]
         ),
     }

@@ -158,18 +158,15 @@ def _encode(encoder: Encoder, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
     MatMul fails on empty ones: observations without entities) and every reshape's entity
     count inferable, and it is dropped at the end."""
     raw = _raw_features(encoder.embedding, inputs)
-    x = torch.cat(embed_types(encoder.embedding, raw))
-    x = torch.cat([x, x.new_zeros(1, encoder.embedding.d_model)])
+    # One concatenation of the types and the padding entity (one node, not two).
+    x = torch.cat([*embed_types(encoder.embedding, raw), torch.zeros(1, encoder.embedding.d_model)])
     goal = goal_context(encoder, inputs)
     if goal is not None:  # every entity (the padding one too: nothing sees it) gets it
         goal = goal.expand(x.shape[0], -1)
         x = condition(encoder, x, goal, 0)
-    visible = inputs[signature.VISIBLE]
-    if encoder.embedding.global_token:
-        visible = torch.cat([visible, visible.new_ones(1)])
-    real = torch.cat([torch.ones_like(visible), visible.new_zeros(1)])
-    visible = torch.cat([visible, visible.new_ones(1)])
-    context = _AttentionInputs(attention_bias(visible[:, None], visible[None, :], real))
+    context = _AttentionInputs(
+        _padded_bias(inputs[signature.VISIBLE], encoder.embedding.global_token)
+    )
     if encoder.relpos is not None:
         context.offset_keys, context.offset_values = _offsets(encoder.relpos, raw)
     for site, block in enumerate(encoder.blocks, 1):
@@ -178,6 +175,20 @@ def _encode(encoder: Encoder, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
     if isinstance(encoder.ln_out, nn.LayerNorm):
         x = layer_norm(encoder.ln_out, x)
     return x[:-1]
+
+
+def _padded_bias(visible: torch.Tensor, global_token: bool) -> torch.Tensor:
+    """The attention bias of the entities (the global token, if any, last and visible) and the
+    padding entity: :func:`attention_bias` of their flags, in fewer nodes.
+
+    Each entity gets a level: 0 hidden, 1 visible, 3 the padding entity. A query may see a
+    key exactly where the key's level minus the query's is 0 or 1: a visible query sees
+    visible keys, a hidden one hidden and visible keys, the padding entity itself alone (and
+    no other sees it: 3 - 1 and 3 - 0 are above 1)."""
+    tail = [1.0, 3.0] if global_token else [3.0]
+    level = torch.cat([visible.to(torch.float32), torch.tensor(tail)])
+    offset = level[None, :] - level[:, None]
+    return torch.where(torch.abs(offset - 0.5) <= 0.5, 0.0, float("-inf"))
 
 
 def goal_context(encoder: Encoder, inputs: dict[str, torch.Tensor]) -> torch.Tensor | None:
@@ -321,7 +332,7 @@ def _attention(mix: RaggedAttention, x: torch.Tensor, context: _AttentionInputs)
     :meth:`RaggedAttention._explicit`: each pair's offset adds query . key vector to the
     logits, and the attention mass per offset times its value vector to the output."""
     d, heads = mix.proj.in_features, mix.n_head
-    q, k, v = mix.qkv(x).reshape(-1, 3, heads, d // heads).permute(1, 2, 0, 3).unbind(0)
+    q, k, v = _heads(mix, x)
     logits = q @ k.transpose(1, 2)  # (heads, N, N)
     relpos = mix.relpos
     if relpos is not None:
@@ -335,6 +346,20 @@ def _attention(mix: RaggedAttention, x: torch.Tensor, context: _AttentionInputs)
         mass = (weights.transpose(0, 1) @ context.offset_values).transpose(0, 1)
         y = y + mass @ relpos.values
     return mix.proj(y.transpose(0, 1).reshape(-1, d))
+
+
+def _heads(
+    mix: RaggedAttention, x: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The queries, keys and values of ``x`` ``(N, d)``, each ``(heads, N, d / heads)``: the
+    projection's heads of all three moved to the front in one reshape and one transpose, then
+    split: three nodes once onnxruntime folds the transpose into the products (splitting the
+    three first took eight)."""
+    d, heads = mix.proj.in_features, mix.n_head
+    # Column (which * d + head * per_head + j) of the projection is component j of head `head`
+    # of the queries (which 0), keys (1) or values (2), as in RaggedAttention.
+    q, k, v = mix.qkv(x).reshape(-1, 3 * heads, d // heads).transpose(0, 1).split(heads, dim=0)
+    return q, k, v
 
 
 def _offsets(
@@ -402,6 +427,12 @@ def softmax_of_any_width(logits: torch.Tensor) -> torch.Tensor:
 
 def _mean(x: torch.Tensor) -> torch.Tensor:
     """The mean over entities (zeros without entities)."""
+    if torch.jit.is_tracing():
+        # One ReduceMean node (the count below takes seven). onnxruntime's ReduceMean gives
+        # zeros over no entities, where torch's mean gives NaN: the parity tests decide
+        # observations without entities (the browser's WASM build compiles the same CPU
+        # kernels).
+        return x.mean(dim=0)
     count = torch.ones_like(x[:, 0]).sum().clamp(min=1.0)
     return x.sum(dim=0) / count
 

@@ -1,20 +1,24 @@
 """Run an exported policy with onnxruntime: Observations in, the environment's Actions out.
 
-numpy and onnxruntime only: no torch, no training code. The observation is turned into the
+numpy and onnxruntime only: no torch, no training code. Observations are turned into the
 model's inputs by the same :class:`~entityrl.env.Batcher` the trainer's environments use, and
 the chosen indices (or values, for continuous actions) back into actions naming entity ids,
-so the policy sees exactly what it was trained on. A policy with memory (``net.memory``)
-carries each episode's state from one call to the next, as the trained agent does; a policy
-trained on stacked observations (``env.stack``) takes raw observations and stacks each
-episode's history itself, as the trainer's :class:`~entityrl.env.stacking.StackedVecEnv` does.
+so the policy sees exactly what it was trained on; a single observation takes a direct path
+with the same semantics (:mod:`entityrl.inference.single`), without the batcher's general
+bookkeeping. A policy with memory (``net.memory``) carries each episode's state from one call
+to the next, as the trained agent does; a policy trained on stacked observations
+(``env.stack``) takes raw observations and stacks each episode's history itself, as the
+trainer's :class:`~entityrl.env.stacking.StackedVecEnv` does.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +33,7 @@ from entityrl.env.stacking import StackHistory, stack_onto, unstacked_space
 from entityrl.env.validator import validate_observation
 from entityrl.env.vec_obs import VecCategoricalMask, VecObs, VecSelectEntityMask
 from entityrl.inference import signature
+from entityrl.inference.single import Prepared, SingleObservation, applies
 from entityrl.ragged import RaggedArray
 
 _GLOBAL = (signature.Layout.GLOBAL, signature.Layout.GLOBAL_VALUES)
@@ -129,6 +134,12 @@ class OnnxPolicy:
                 f"lacks the input {signature.STATE!r} or the output {signature.NEXT_STATE!r} "
                 f"(inputs {sorted(self.input_names)}, outputs {self.output_names})"
             )
+        self.single: SingleObservation | None = None
+        """The direct path of single decisions (:mod:`entityrl.inference.single`): for every
+        policy but a stacked one (stacking works on batches) whose actions are all of the
+        built-in kinds. Set it to None to decide single observations through the batcher."""
+        if self.stack is None and applies(self.action_space):
+            self.single = SingleObservation(self.obs_space, self.action_space, self.input_names)
         self.state: npt.NDArray[np.float32] | None = None
         """With memory: per episode of the last call, the state to continue it from (None:
         every episode starts afresh)."""
@@ -165,12 +176,16 @@ class OnnxPolicy:
     def decide(self, obs: Observation, *, new_episode: bool = False) -> Decision:
         """The action probabilities and value of ``obs``; ``new_episode``: ``obs`` is the
         first observation of an episode (with memory: start it from zeros)."""
-        return self.decide_batch([obs], new_episode=new_episode)[0]
+        if self.single is None:
+            return self.decide_batch([obs], new_episode=new_episode)[0]
+        return self._decide_one(obs, new_episode)
 
     def act(self, obs: Observation, *, new_episode: bool = False) -> dict[str, Action]:
         """One action per actor, for every action the observation offers (``new_episode``
         as for :meth:`decide`)."""
-        return self.act_batch([obs], new_episode=new_episode)[0]
+        if self.single is None:
+            return self.act_batch([obs], new_episode=new_episode)[0]
+        return self._act_one(obs, new_episode)
 
     # ------------------------------------------------------------------ many observations
     def decide_batch(
@@ -181,6 +196,8 @@ class OnnxPolicy:
     ) -> list[Decision]:
         """:meth:`decide` for each observation, in one model call, each of its own episode
         (``new_episode`` as for :meth:`act_batch`)."""
+        if len(observations) == 1 and self.single is not None:
+            return [self._decide_one(observations[0], new_episode)]
         batch, outputs = self._run(observations, new_episode)
         return [self._decision(outputs, batch, row) for row in range(batch.num_rows)]
 
@@ -192,6 +209,8 @@ class OnnxPolicy:
     ) -> list[dict[str, Action]]:
         """:meth:`act` for each observation (one conversion, one model call), each of its own
         episode; ``new_episode``: one flag for all, or one per observation."""
+        if len(observations) == 1 and self.single is not None:
+            return [self._act_one(observations[0], new_episode)]
         batch, outputs = self._run(observations, new_episode)
         return self._actions(batch, outputs, observations)
 
@@ -262,6 +281,56 @@ class OnnxPolicy:
                 self.state = outputs[signature.NEXT_STATE].reshape(rows, self.state_size)
             self.history, self.episodes = history, rows
         return batch, outputs
+
+    def _act_one(
+        self, obs: Observation, new_episode: bool | Sequence[bool] | npt.NDArray[np.bool_]
+    ) -> dict[str, Action]:
+        """:meth:`act` through :attr:`single`."""
+        assert self.single is not None
+        prepared, outputs = self._run_one(obs, new_episode)
+        return self.single.actions_of(obs, prepared, outputs, self._choose, self._sample)
+
+    def _decide_one(
+        self, obs: Observation, new_episode: bool | Sequence[bool] | npt.NDArray[np.bool_]
+    ) -> Decision:
+        """:meth:`decide` through :attr:`single` (:meth:`_decision` for its one row)."""
+        prepared, outputs = self._run_one(obs, new_episode)
+        decision = Decision({}, float(outputs[signature.VALUE][0]))
+        for name, layout in self.layouts.items():
+            count = prepared.actors[name]
+            if layout.gaussian:
+                mean = outputs[signature.mean_output(name)]
+                decision.mean[name] = mean[:count] if layout in _GLOBAL else mean
+                decision.std[name] = outputs[signature.std_output(name)]
+                continue
+            probs = outputs[signature.probs_output(name)]
+            decision.probs[name] = probs[:count] if layout in _GLOBAL else probs
+        return decision
+
+    def _run_one(
+        self, obs: Observation, new_episode: bool | Sequence[bool] | npt.NDArray[np.bool_]
+    ) -> tuple[Prepared, dict[str, npt.NDArray[Any]]]:
+        """:meth:`_run` for one observation through :attr:`single`: its inputs and the
+        model's outputs, from its episode's state (kept, as :meth:`_run` keeps it)."""
+        assert self.single is not None
+        if new_episode is False and self.episodes in (None, 1):  # the common call, checked
+            fresh = self.episodes is None
+        else:
+            fresh = bool(self._fresh(1, new_episode)[0])
+        if self.check:
+            validate_observation(obs, self.obs_space, self.action_space, "observation")
+        prepared = self.single.prepare(obs)
+        size = self.state_size
+        if size is not None:
+            carried = self.state is not None and not fresh
+            state = self.state[0] if carried else np.zeros(size, np.float32)  # type: ignore[index]
+            prepared.feeds[signature.STATE] = state
+        values = self.session.run(self.output_names, prepared.feeds)
+        outputs = dict(zip(self.output_names, values, strict=True))
+        if size is not None:
+            self.state = outputs[signature.NEXT_STATE].reshape(1, size)
+            self.history, self.episodes = None, 1
+        return prepared, outputs
 
     def _batched_session(self) -> tuple[Any, set[str]]:
         """The onnxruntime session of the batched model, made on first use (a policy asked for
@@ -339,15 +408,33 @@ class OnnxPolicy:
             return np.zeros(0, dtype=np.int64)
         if self.deterministic:
             return probs.argmax(axis=1).astype(np.int64)
-        cumulative = np.cumsum(probs, axis=1, dtype=np.float64)
-        # In (0, total]: a choice of probability 0 adds no width, so it is never drawn.
-        draw = (1.0 - self.rng.random(probs.shape[0])) * cumulative[:, -1]
-        picks = (cumulative < draw[:, None]).sum(axis=1)
-        return np.minimum(picks, probs.shape[1] - 1).astype(np.int64)
+        if probs.shape[0] == 1 and probs.shape[1]:
+            return draw_one(probs[0], self.rng)
+        return draw_rows(probs, self.rng)
 
     def __repr__(self) -> str:
         env = self.env.get("id", "an unknown environment")
         return f"<OnnxPolicy for {env}, entityrl {self.version}>"
+
+
+def draw_rows(probs: npt.NDArray[np.float32], rng: np.random.Generator) -> npt.NDArray[np.int64]:
+    """An index drawn from each row of ``probs`` (rows, at least one column), with one draw of
+    ``rng`` per row."""
+    cumulative = np.cumsum(probs, axis=1, dtype=np.float64)
+    # In (0, total]: a choice of probability 0 adds no width, so it is never drawn.
+    draw = (1.0 - rng.random(probs.shape[0])) * cumulative[:, -1]
+    picks = (cumulative < draw[:, None]).sum(axis=1)
+    return np.minimum(picks, probs.shape[1] - 1).astype(np.int64)
+
+
+def draw_one(row: npt.NDArray[np.float32], rng: np.random.Generator) -> npt.NDArray[np.int64]:
+    """:func:`draw_rows` of one row (not empty), the same pick for the same draw, in plain
+    Python, cheaper than numpy on a few numbers (a single decision's): the sums are float64,
+    in order, as np.cumsum's, and the entries below the draw are counted by bisection (the
+    sums never decrease)."""
+    cumulative = list(accumulate(row.tolist()))
+    draw = (1.0 - rng.random()) * cumulative[-1]
+    return np.array([min(bisect_left(cumulative, draw), len(cumulative) - 1)], dtype=np.int64)
 
 
 def model_inputs(

@@ -223,6 +223,10 @@ def test_the_page_decides_as_onnxruntime_in_python_on_environment_observations(
         for _ in range(8):
             assert_page_decides_as_python(page, policy, obs)
             obs = env.reset() if obs.done else env.act(policy.act(obs))
+        # No entity and no action: the exported mean over no entities (a ReduceMean in the
+        # one-observation graph; CherryPick's network has no global token) is zeros in the
+        # page as in Python.
+        assert_page_decides_as_python(page, policy, Observation())
 
 
 @settings(
