@@ -184,11 +184,11 @@ def evaluate_greedy(agent: Agent, args: argparse.Namespace) -> Evaluation:
 
 def run_match(agent: Agent, env: VecEnv, args: argparse.Namespace) -> int:
     """``--opponent``: a match of the agent against an opponent in a multi-player game."""
-    from entityrl.env.multiplayer_vec import PlayerVecEnv
+    from entityrl.env.multiplayer_vec import MultiPlayerVecEnv
     from entityrl.training.match import load_opponent, play_match
     from entityrl.training.players import NetworkPlayer, ScriptedPlayer
 
-    if not isinstance(env, PlayerVecEnv):
+    if not isinstance(env, MultiPlayerVecEnv):
         raise ValueError(
             f"--opponent and --seat need a multi-player game; {agent.config.env.id} has one player"
         )

@@ -21,7 +21,7 @@ from entityrl.cli.arguments import (
     recording_env,
 )
 from entityrl.env import RandomPolicy, VecEnv, VecObs
-from entityrl.env.multiplayer_vec import PlayerVecEnv
+from entityrl.env.multiplayer_vec import MultiPlayerVecEnv
 from entityrl.env.stacking import stacking
 from entityrl.envs import make_vec
 from entityrl.play import Controller, HumanPlayer, make_console, play
@@ -109,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
         # An agent trained on stacked observations (env.stack) sees them stacked here too.
         stack = 1 if agent is None else agent.config.env.stack
         env = make_vec(args.env, 1, seed=args.seed, wrap=stacking(stack), **kwargs)
-        if isinstance(env, PlayerVecEnv):
+        if isinstance(env, MultiPlayerVecEnv):
             env, agent = _seated(env, agent, args), None
         elif args.seat is not None:
             raise ValueError(f"--seat: {args.env} is not a multi-player game")
@@ -180,7 +180,7 @@ def _load_agent(args: argparse.Namespace) -> Agent | None:
     return load_agent(args.agent, seed=args.seed)
 
 
-def _seated(env: PlayerVecEnv, agent: Agent | None, args: argparse.Namespace) -> OneSeat:
+def _seated(env: MultiPlayerVecEnv, agent: Agent | None, args: argparse.Namespace) -> OneSeat:
     """The seat of a multi-player game that the controller plays; ``agent`` (or random
     moves) plays the others."""
     from entityrl.play.seat import OneSeat

@@ -22,6 +22,7 @@ single-player rules of :class:`~entityrl.env.vec_env.VecEnv`:
 from __future__ import annotations
 
 import dataclasses
+from abc import abstractmethod
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -48,15 +49,45 @@ GameFactory = Callable[[], MultiPlayerEnvironment]
 
 
 class MultiPlayerSettingError(ValueError):
-    """A way of vectorizing environments (worker processes, stacking) that multi-player games
-    do not support yet."""
+    """A way of vectorizing environments (observation stacking, Ray actors) that multi-player
+    games do not support yet."""
 
 
-class PlayerVecEnv(VecEnv):
+class MultiPlayerVecEnv(VecEnv):
+    """What every batch of multi-player games offers beyond a :class:`VecEnv`: its rows are
+    the (game, player) seats described in this module, whether the games step in this process
+    (:class:`PlayerVecEnv`) or in worker processes
+    (:class:`~entityrl.env.multiplayer_workers.ProcessPlayerVecEnv`)."""
+
+    name: str
+    """The game's name (for messages)."""
+    players: list[str]
+    """The game's players, in seat order: row ``g * len(players) + p`` is player ``p`` of game
+    ``g``."""
+    num_games: int
+    group_names: list[str]
+    """The game's groups, sorted."""
+    groups: dict[str, str]
+    """The group of each player in one (as the game's ``groups()`` gives it)."""
+
+    def rows_of(self, game: int) -> range:
+        """The rows of game ``game`` (one per player, in :attr:`players` order)."""
+        players = len(self.players)
+        return range(game * players, (game + 1) * players)
+
+    @property
+    @abstractmethod
+    def observations(self) -> list[Observation]:
+        """Each row's latest observation, as its player got it (a player that has left: its
+        last one, without actions)."""
+
+
+class PlayerVecEnv(MultiPlayerVecEnv):
     """``num_games`` copies of a multi-player game stepped in this process, one row per
     (game, player): ``num_envs`` is ``num_games * len(players)``.
 
-    With ``seed``, game ``i`` is seeded with ``seed + i``. With ``validate``, every call is
+    With ``seed``, game ``i`` is seeded with ``seed + seed_offset + i`` (so games split over
+    worker processes play as they would here). With ``validate``, every call is
     checked against the contract and the spaces
     (:class:`~entityrl.env.multiplayer_validator.ValidatingMultiPlayer`); without it, which
     players answer is always checked, and the first observations fully.
@@ -69,6 +100,7 @@ class PlayerVecEnv(VecEnv):
         seed: int | None = None,
         *,
         validate: bool = False,
+        seed_offset: int = 0,
     ) -> None:
         if num_games < 1:
             raise ValueError(f"num_games must be >= 1, got {num_games}")
@@ -84,7 +116,7 @@ class PlayerVecEnv(VecEnv):
             games = [ValidatingMultiPlayer(game) for game in games]
         if seed is not None:
             for i, game in enumerate(games):
-                game.seed(seed + i)
+                game.seed(seed + seed_offset + i)
         self.games: list[MultiPlayerEnvironment] = games
         self.players = check_player_names(games[0].players(), self.name)
         self.num_games = num_games
@@ -98,7 +130,8 @@ class PlayerVecEnv(VecEnv):
         )
         self.action_space = self.checks.action_space
         self.batcher = Batcher(self.obs_space, self.action_space)
-        groups = games[0].groups()
+        groups = dict(games[0].groups())
+        self.groups = groups
         # Rows of the same group share an index; players in no group get one of their own.
         names = sorted(set(groups.values()))
         self.group_names = names
@@ -120,15 +153,8 @@ class PlayerVecEnv(VecEnv):
         self._last: VecObs | None = None
 
     # ------------------------------------------------------------------ rows and games
-    def rows_of(self, game: int) -> range:
-        """The rows of game ``game`` (one per player, in :attr:`players` order)."""
-        players = len(self.players)
-        return range(game * players, (game + 1) * players)
-
     @property
     def observations(self) -> list[Observation]:
-        """Each row's latest observation, as its player got it (a player that has left: its
-        last one, without actions)."""
         return self._observations
 
     @property

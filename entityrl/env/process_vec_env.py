@@ -83,7 +83,10 @@ class WorkerEnvs:
     message says all) or ``error`` (an exception: :func:`_failure`'s description). The same
     for a worker process (:func:`_worker`) and a Ray actor (:mod:`entityrl.env.ray_vec_env`).
     :attr:`started` is the answer to building the environments; ``envs`` is None if that
-    failed."""
+    failed. ``build`` makes the worker's vectorized environment, called as
+    ``build(make_env, num_envs, seed, validate=..., seed_offset=...)``: a
+    :class:`SerialVecEnv` by default (a
+    :class:`~entityrl.env.multiplayer_vec.PlayerVecEnv` for games)."""
 
     def __init__(
         self,
@@ -93,10 +96,11 @@ class WorkerEnvs:
         seed_offset: int,
         validate: bool,
         wrap: Callable[[VecEnv], VecEnv] | None,
+        build: Callable[..., VecEnv] = SerialVecEnv,
     ) -> None:
         self.envs: VecEnv | None = None
         try:
-            envs: VecEnv = SerialVecEnv(
+            envs: VecEnv = build(
                 make_env, num_envs, seed, validate=validate, seed_offset=seed_offset
             )
             self.envs = envs if wrap is None else wrap(envs)
@@ -148,6 +152,7 @@ def _worker(
     validate: bool,
     wrap: Callable[[VecEnv], VecEnv] | None,
     parents_ends: list[Connection],
+    build: Callable[..., VecEnv] = SerialVecEnv,
 ) -> None:
     # Ctrl-C is the parent's to handle; a worker that dies of it would only add noise.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -155,7 +160,7 @@ def _worker(
     # pipe never reports the parent's death (EOF), and it would outlive a killed parent.
     for end in parents_ends:
         end.close()
-    worker = WorkerEnvs(make_env, num_envs, seed, seed_offset, validate, wrap)
+    worker = WorkerEnvs(make_env, num_envs, seed, seed_offset, validate, wrap, build)
     reply = worker.started
     if worker.envs is None:
         _reply(conn, reply)
@@ -204,7 +209,9 @@ class ProcessVecEnv(VecEnv):
     ``answer_timeout`` seconds (None: waits for ever).
     ``wrap`` (picklable) wraps each worker's :class:`SerialVecEnv` in the worker, e.g. in a
     :class:`~entityrl.env.stacking.StackedVecEnv`, so that policies run in the workers (see
-    ``ProcessVecEnv.call``) see the wrapped observations too.
+    ``ProcessVecEnv.call``) see the wrapped observations too. ``build`` (picklable) makes each
+    worker's vectorized environment from its share (see :class:`WorkerEnvs`); the default,
+    :class:`SerialVecEnv`, steps one environment per row.
     """
 
     def __init__(
@@ -218,6 +225,7 @@ class ProcessVecEnv(VecEnv):
         start_method: str | None = None,
         wrap: Callable[[VecEnv], VecEnv] | None = None,
         answer_timeout: float | None = DEFAULT_ANSWER_TIMEOUT,
+        build: Callable[..., VecEnv] = SerialVecEnv,
     ) -> None:
         sizes = self._split(num_envs, num_workers or os.cpu_count() or 1, answer_timeout)
         method = start_method or ("fork" if "fork" in mp.get_all_start_methods() else "spawn")
@@ -239,6 +247,7 @@ class ProcessVecEnv(VecEnv):
                         validate,
                         wrap,
                         inherited,
+                        build,
                     ),
                     daemon=True,
                     name=f"entityrl-env-worker-{k}",

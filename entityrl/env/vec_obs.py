@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -30,6 +31,8 @@ __all__ = [
     "VecSelectEntityMask",
 ]
 
+
+_T = TypeVar("_T", bound=np.generic)
 
 VecActionMask = VecCategoricalMask | VecSelectEntityMask | VecContinuousMask
 """The batched masks of the registered kinds (:mod:`entityrl.env.actions`)."""
@@ -143,7 +146,18 @@ class VecObs:
                 if all(k in b.ids for b in batches)
             },
             images={k: np.concatenate([b.images[k] for b in batches]) for k in first.images},
+            active=_concat_rows([b.active for b in batches]),
+            game_over=_concat_rows([b.game_over for b in batches]),
+            group_reward=_concat_rows([b.group_reward for b in batches]),
         )
+
+
+def _concat_rows(parts: Sequence[npt.NDArray[_T] | None]) -> npt.NDArray[_T] | None:
+    """Per-row arrays of batches laid end to end (None where the batches have none: not a
+    multi-player batch)."""
+    if any(part is None for part in parts):
+        return None
+    return np.concatenate(parts)  # type: ignore[arg-type]
 
 
 def _concat_truncation(

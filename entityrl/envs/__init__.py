@@ -263,7 +263,7 @@ def vectorize(
                 f"rollout.backend={backend}: multi-player games step in the training process "
                 "(use rollout.backend=local)"
             )
-        return _player_vec(factory, num_envs, seed, processes, validate, wrap)  # type: ignore[arg-type]
+        return _player_vec(factory, num_envs, seed, processes, validate, wrap, answer_timeout)  # type: ignore[arg-type]
     workers: Callable[..., VecEnv] | None = ProcessVecEnv if processes > 1 else None
     if backend == "ray":
         from entityrl.env.ray_vec_env import RayVecEnv
@@ -301,19 +301,34 @@ def _player_vec(
     processes: int,
     validate: bool,
     wrap: Callable[[VecEnv], VecEnv] | None,
+    answer_timeout: float | None = DEFAULT_ANSWER_TIMEOUT,
 ) -> VecEnv:
-    """``num_games`` games of a multi-player environment, one row per (game, player)."""
+    """``num_games`` games of a multi-player environment, one row per (game, player): in this
+    process, or split over ``processes`` worker processes when ``processes > 1``."""
     target = factory.func if isinstance(factory, functools.partial) else factory
     name = getattr(target, "__name__", type(target).__name__)
-    if processes > 1:
-        raise MultiPlayerSettingError(
-            f"rollout.processes: {name} is a multi-player game, whose games step in the "
-            f"training process (got processes={processes}; use processes=1)"
-        )
     if wrap is not None:
         raise MultiPlayerSettingError(
             f"env.stack: {name} is a multi-player game, for which observation stacking is not "
             "supported yet (use env.stack=1)"
+        )
+    if processes > 1:
+        if num_games < processes:
+            raise MultiPlayerSettingError(
+                f"rollout.processes={processes}: {name} is a multi-player game, split over the "
+                f"worker processes a whole game at a time, and there are only {num_games} "
+                "games (rollout.num_envs, per training process when world_size > 1); use at "
+                f"most {num_games} processes or more games"
+            )
+        from entityrl.env.multiplayer_workers import ProcessPlayerVecEnv
+
+        return ProcessPlayerVecEnv(
+            factory,
+            num_games,
+            seed,
+            num_workers=processes,
+            validate=validate,
+            answer_timeout=answer_timeout,
         )
     return PlayerVecEnv(factory, num_games, seed, validate=validate)
 

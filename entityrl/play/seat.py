@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from entityrl.env.multiplayer_vec import PlayerVecEnv
+from entityrl.env.multiplayer_vec import MultiPlayerVecEnv
 from entityrl.env.vec_env import VecEnv
 from entityrl.env.vec_obs import VecObs
 from entityrl.ragged import RaggedArray
@@ -25,7 +25,7 @@ class OneSeat(VecEnv):
     """Seat ``seat`` (a player's index) of the single game of ``env``; ``others`` plays
     every other seat."""
 
-    def __init__(self, env: PlayerVecEnv, seat: int, others: Player) -> None:
+    def __init__(self, env: MultiPlayerVecEnv, seat: int, others: Player) -> None:
         if env.num_games != 1:
             raise ValueError(f"OneSeat needs a batch of 1 game, got {env.num_games}")
         self.env = env

@@ -84,7 +84,8 @@ class RolloutConfig:
     """Steps per environment per rollout; a rollout has num_envs * steps samples."""
     processes: int = 1
     """Worker processes stepping the environments, each running a copy of the policy on its
-    share of them (1: step them in the training process)."""
+    share of them (1: step them in the training process). Multi-player games are split a
+    whole game at a time, and their players' policies run in the training process."""
     worker_timeout: float = 600.0
     """Seconds a worker process may take to answer (a whole rollout of its share) before it
     is taken for stopped or stuck, killed, and the run stopped with a line naming it."""

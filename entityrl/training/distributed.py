@@ -271,7 +271,9 @@ def launch(
             target=_spawned_rank,
             args=(rank, world_size, init_method, configs[rank], env, resume),
             name=f"entityrl-train-rank-{rank}",
-            daemon=True,
+            # Not daemonic: a rank starts worker processes of its own (rollout.processes),
+            # which a daemonic process may not. Every way out of this function ends them.
+            daemon=False,
         )
         for rank in range(1, world_size)
     ]

@@ -17,7 +17,7 @@ from typing import Generic, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from entityrl.env.multiplayer_vec import PlayerVecEnv
+from entityrl.env.multiplayer_vec import MultiPlayerVecEnv
 from entityrl.training.agent import load_agent
 from entityrl.training.elo import elo_difference
 from entityrl.training.players import (
@@ -124,7 +124,7 @@ class MatchResult:
 def play_match(
     player: Player,
     opponent: Player,
-    env: PlayerVecEnv,
+    env: MultiPlayerVecEnv,
     games: int,
     seats: list[int] | None = None,
     max_steps: int = 100_000,
@@ -180,7 +180,9 @@ def play_match(
     )
 
 
-def load_opponent(spec: str, env: PlayerVecEnv, seed: int, deterministic: bool = False) -> Player:
+def load_opponent(
+    spec: str, env: MultiPlayerVecEnv, seed: int, deterministic: bool = False
+) -> Player:
     """The opponent ``spec`` names: ``random``, a scripted player ``module:function``, or a
     trained agent (a run directory or checkpoint file) for the same spaces."""
     if spec == "random":
@@ -193,7 +195,7 @@ def load_opponent(spec: str, env: PlayerVecEnv, seed: int, deterministic: bool =
 
 
 def play_group(
-    player: Player, env: PlayerVecEnv, games: int, max_steps: int = 100_000
+    player: Player, env: MultiPlayerVecEnv, games: int, max_steps: int = 100_000
 ) -> npt.NDArray[np.float64]:
     """The return of each game's group (that of its first player: the sum of the group's
     rewards, those paid after players left included) over ``games`` complete games of a

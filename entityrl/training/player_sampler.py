@@ -22,7 +22,7 @@ import numpy.typing as npt
 import torch
 
 from entityrl.algorithms.common.rollout import Rollout
-from entityrl.env.multiplayer_vec import PlayerVecEnv
+from entityrl.env.multiplayer_vec import MultiPlayerVecEnv
 from entityrl.env.vec_obs import VecObs
 from entityrl.nn.rogue_net import RogueNet
 from entityrl.training.match import GameResult, score_games
@@ -31,7 +31,7 @@ from entityrl.training.sampler import Sampler, _act, _Step, _truncation_values
 
 
 class PlayerSampler(Sampler):
-    """Steps a :class:`PlayerVecEnv` with the learner ``net`` in the seats ``seat()`` gives it
+    """Steps a :class:`MultiPlayerVecEnv` with the learner ``net`` in the seats ``seat()`` gives it
     (every seat by default: independent learners sharing one policy) and the seating's
     opponents in the others.
 
@@ -41,11 +41,11 @@ class PlayerSampler(Sampler):
     the learner's state at every step, as the single-player sampler does.
     """
 
-    env: PlayerVecEnv
+    env: MultiPlayerVecEnv
 
     def __init__(
         self,
-        env: PlayerVecEnv,
+        env: MultiPlayerVecEnv,
         net: RogueNet,
         steps: int,
         generator: torch.Generator | None = None,

@@ -1,6 +1,6 @@
 """Who plays the seats of a multi-player game: the learner, snapshots, scripted or random players.
 
-In a :class:`~entityrl.env.multiplayer_vec.PlayerVecEnv` each row is a seat (a player of one
+In a :class:`~entityrl.env.multiplayer_vec.MultiPlayerVecEnv` each row is a seat (a player of one
 game). A :class:`Player` chooses the actions of the rows it is given, carrying whatever state
 it needs from one step to the next (a recurrent network's memory, or a scripted player's rows):
 ``act(obs, state) -> (actions, state)``. The sampler gives the learner some seats and the
@@ -21,7 +21,7 @@ import numpy.typing as npt
 import torch
 
 from entityrl.env.action_rows import batch_actions
-from entityrl.env.multiplayer_vec import PlayerVecEnv
+from entityrl.env.multiplayer_vec import MultiPlayerVecEnv
 from entityrl.env.observation import Action, Observation
 from entityrl.env.random_policy import RandomPolicy
 from entityrl.env.spaces import ActionSpace
@@ -94,7 +94,7 @@ class ScriptedPlayer:
     """A :data:`ScriptedFunction` playing its rows of ``env``: it reads each row's
     :class:`Observation` as the game gave it. Its state is the rows it plays."""
 
-    def __init__(self, function: ScriptedFunction, env: PlayerVecEnv) -> None:
+    def __init__(self, function: ScriptedFunction, env: MultiPlayerVecEnv) -> None:
         self.function = function
         self.env = env
         self.type_names = list(env.obs_space.entities)

@@ -303,10 +303,10 @@ def make_sampler(
     (the policy plays every seat), else a :class:`Sampler` drawing from ``generator`` (on another device the
     training process runs the policy for all environments, which still step in their worker
     processes)."""
-    from entityrl.env.multiplayer_vec import PlayerVecEnv
+    from entityrl.env.multiplayer_vec import MultiPlayerVecEnv
     from entityrl.training.player_sampler import PlayerSampler
 
-    if isinstance(env, PlayerVecEnv):
+    if isinstance(env, MultiPlayerVecEnv):
         return PlayerSampler(env, net, steps, generator, decisions=decisions)
     if isinstance(env, ProcessVecEnv) and net.device.type == "cpu":
         return WorkerSampler(env, net, steps, rng, decisions)

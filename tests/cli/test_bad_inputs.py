@@ -122,11 +122,11 @@ ONE_LINE_CASES = {
         2,
         r"env\.kwargs: MoveToOrigin: max_steps must be >= 1, got 0",
     ),
-    "train: worker processes for a multi-player game": (
-        ["train", "PackHunt", "rollout.processes=2", *SMALL],
+    "train: more worker processes than games of a multi-player game": (
+        ["train", "PackHunt", *SMALL, "rollout.num_envs=2", "optim.bs=16", "rollout.processes=3"],
         2,
-        r"rollout.processes: PackHunt is a multi-player game, whose games step in the training "
-        r"process \(got processes=2; use processes=1\)",
+        r"rollout.processes=3: PackHunt is a multi-player game, split over the worker processes "
+        r"a whole game at a time, and there are only 2 games",
     ),
     "train: self-play in a one-player environment": (
         ["train", "CherryPick", "algo=selfplay", *SMALL],

@@ -27,7 +27,7 @@ from entityrl.algorithms.base import Context
 from entityrl.algorithms.common.rollout import Rollout
 from entityrl.algorithms.gail.discriminator import Discriminator, GAILConfig, Steps, endings
 from entityrl.algorithms.ppo.algorithm import PPO
-from entityrl.env.multiplayer_vec import PlayerVecEnv
+from entityrl.env.multiplayer_vec import MultiPlayerVecEnv
 from entityrl.env.vec_env import VecEnv
 from entityrl.env.vec_obs import VecObs
 from entityrl.ragged import RaggedArray
@@ -111,7 +111,7 @@ class GAIL(PPO):
 
     def make_sampler(self) -> Sampler:
         ctx = self.ctx
-        if isinstance(ctx.env, PlayerVecEnv):  # games: each seat's sampler, no truncation log
+        if isinstance(ctx.env, MultiPlayerVecEnv):  # games: each seat's sampler, no truncation log
             return super().make_sampler()
         # The policy acts in this process (with environments in worker processes too): the
         # log must see every step.

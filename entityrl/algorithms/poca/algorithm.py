@@ -10,6 +10,12 @@ takes ``poca.epochs`` passes of ``poca.minibatches`` steps on the rollout's grou
 With ``net.memory`` the policy keeps a state per agent (row) as in any multi-player rollout;
 the group critic stays memoryless: it values each step from the agents' current observations
 (it trains on shuffled group steps, not on chunks of consecutive steps).
+
+In a data-parallel run (``world_size`` > 1) each process computes the critic's losses on its
+own games; the critic's gradients are summed over the processes (each loss a sum over the
+process's group steps divided by the count over all of them, so the sum is the whole batch's
+mean), every process takes the same number of critic steps, and its input statistics are
+summed too: every process holds the same critic.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from entityrl.algorithms.base import Context
 from entityrl.algorithms.common.rollout import Rollout
 from entityrl.algorithms.poca.critic import GroupCritic, POCAConfig, group_returns, group_rewards
 from entityrl.algorithms.ppo.algorithm import PPO
-from entityrl.env.multiplayer_vec import PlayerVecEnv
+from entityrl.env.multiplayer_vec import MultiPlayerVecEnv
 from entityrl.training.config import ConfigError, TrainConfig
 
 
@@ -33,7 +39,6 @@ class POCA(PPO):
 
     name = "poca"
     Settings = POCAConfig
-    one_process = True
     scales_rewards = False  # ppo.norm_reward=true is refused: not supported yet
 
     @classmethod
@@ -51,11 +56,11 @@ class POCA(PPO):
 
     def __init__(self, ctx: Context) -> None:
         env = ctx.env
-        if not isinstance(env, PlayerVecEnv):
+        if not isinstance(env, MultiPlayerVecEnv):
             raise ConfigError(
                 f"algo=poca needs a multi-player environment; {ctx.config.env.id} has one player"
             )
-        groups = env.games[0].groups()
+        groups = env.groups
         if len(set(groups.values())) != 1 or set(groups) != set(env.players):
             raise ConfigError(
                 f"algo=poca needs every player of {env.name} in one group (groups() gave "
@@ -75,7 +80,7 @@ class POCA(PPO):
     def begin(self, resumed: bool, pretrained: bool) -> None:
         super().begin(resumed, pretrained)
         if not resumed:
-            self.critic.encoder.update_normalizers(self.sampler.obs)
+            self.critic.encoder.update_normalizers(self.sampler.obs, self.ctx.combine)
 
     def _present(self, active: npt.NDArray[np.bool_]) -> torch.Tensor:
         return torch.from_numpy(active.reshape(-1, self.players))
@@ -120,6 +125,9 @@ class POCA(PPO):
         for _ in range(config.epochs):
             order = self.ctx.rng.permutation(group_steps)
             for part in np.array_split(order, config.minibatches):
+                if self.ctx.reducer.world_size > 1:
+                    losses.append(self._shared_critic_step(rollout, present, targets, part))
+                    continue
                 if not part.size:
                     continue
                 rows = (part[:, None] * self.players + np.arange(self.players)).reshape(-1)
@@ -137,11 +145,51 @@ class POCA(PPO):
                 )
                 self.critic_optimizer.step()
                 losses.append((value_loss.item(), baseline_loss.item()))
-        self.critic.encoder.update_normalizers(rollout.obs)
+        self.critic.encoder.update_normalizers(rollout.obs, self.ctx.combine)
         value_loss, baseline_loss = np.mean(losses, axis=0)
         metrics["loss/group_value_loss"] = float(value_loss)
         metrics["loss/baseline_loss"] = float(baseline_loss)
         return metrics
+
+    def _shared_critic_step(
+        self,
+        rollout: Rollout,
+        present: npt.NDArray[np.bool_],
+        targets: torch.Tensor,
+        part: npt.NDArray[np.int64],
+    ) -> tuple[float, float]:
+        """One critic step of a data-parallel run on this process's group steps ``part`` (maybe
+        none): its losses are sums over them divided by the counts over all processes, and the
+        gradients summed over the processes, so that all of them take the same step. Returns
+        the whole minibatch's (value, baseline) losses."""
+        mask = torch.from_numpy(present[part]).to(self.critic.device)
+        groups, agents = self.ctx.reducer.sum([part.size, int(mask.sum())])
+        self.critic_optimizer.zero_grad()
+        local = (0.0, 0.0)
+        if part.size:
+            rows = (part[:, None] * self.players + np.arange(self.players)).reshape(-1)
+            actions = {name: a.take(rows) for name, a in rollout.actions.items()}
+            values, baselines = self.critic(rollout.obs.take(rows), actions, mask)
+            target = targets[part]
+            value_loss = (values - target).square().sum() / max(groups, 1.0)
+            baseline_loss = (baselines - target.unsqueeze(1)).square()[mask].sum() / max(
+                agents, 1.0
+            )
+            (value_loss + baseline_loss).backward()
+            local = (value_loss.item(), baseline_loss.item())
+        params = list(self.critic.parameters())
+        flat = torch.cat(
+            [(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params]
+        )
+        self.ctx.reducer.sum_in_place(flat)
+        offset = 0
+        for p in params:
+            p.grad = flat[offset : offset + p.numel()].view_as(p).clone()
+            offset += p.numel()
+        torch.nn.utils.clip_grad_norm_(params, self.ctx.config.optim.max_grad_norm)
+        self.critic_optimizer.step()
+        value_loss, baseline_loss = self.ctx.reducer.sum(local)
+        return float(value_loss), float(baseline_loss)
 
     def state_dict(self) -> dict[str, Any]:
         state = super().state_dict()

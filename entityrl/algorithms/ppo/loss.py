@@ -141,6 +141,22 @@ def normalize(advantages: npt.NDArray[np.float32], reducer: Reducer) -> npt.NDAr
 STATS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac")
 
 
+def _minibatches(
+    order: npt.NDArray[np.int64], bs: int, reducer: Reducer
+) -> list[npt.NDArray[np.int64]]:
+    """``order`` in minibatches of ``bs`` rows. In a data-parallel run where the processes have
+    different numbers of rows (players that left, with env.decisions the steps that are no
+    samples), every process splits its rows into as many minibatches as the process with the
+    most needs, since each minibatch is one collective gradient step of them all."""
+    count = order.shape[0]
+    if reducer.world_size > 1:
+        counts = reducer.gather(count)
+        if len(set(counts)) > 1:
+            parts = max(-(-c // bs) for c in counts)
+            return np.array_split(order, parts)
+    return [order[start : start + bs] for start in range(0, count, bs)]
+
+
 def ppo_update(
     net: RogueNet,
     optimizer: FlatOptimizer,
@@ -167,8 +183,7 @@ def ppo_update(
         epochs += 1
         epoch_kl, epoch_actors = 0.0, 0.0
         order = rollout.shuffled_rows(rng, seq_len)
-        for start in range(0, order.shape[0], bs):
-            rows = order[start : start + bs]
+        for rows in _minibatches(order, bs, reducer):
             advantages = rollout.advantages[rows]
             if ppo.norm_adv:
                 advantages = normalize(advantages, reducer)

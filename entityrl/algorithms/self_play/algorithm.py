@@ -15,6 +15,11 @@ where the pool's best responses would cycle around it.
 With ``net.memory`` the opponent keeps its own state of every row, as the learner does
 (:class:`~entityrl.training.players.PlayerStates`); a new opponent starts with none, and the
 checkpoint keeps the current one's, so a resumed run continues exactly.
+
+In a data-parallel run (``world_size`` > 1) every process plays its own games, and the pool
+stays the same in all of them: the snapshots are of the network, which they share; rank 0's
+draw picks the next opponent for all; and every process rates the finished games of all of
+them, in rank order.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from entityrl.algorithms.common.rollout import Rollout
 from entityrl.algorithms.ppo.algorithm import PPO
 from entityrl.algorithms.self_play.magnet import Magnet
 from entityrl.algorithms.self_play.pool import OpponentPool, SelfPlayConfig
-from entityrl.env.multiplayer_vec import PlayerVecEnv
+from entityrl.env.multiplayer_vec import MultiPlayerVecEnv
 from entityrl.env.vec_obs import VecObs
 from entityrl.training.agent import AgentError
 from entityrl.training.checkpoint import CheckpointError
@@ -46,7 +51,6 @@ class SelfPlay(PPO):
 
     name = "selfplay"
     Settings = SelfPlayConfig
-    one_process = True
     sampler: PlayerSampler
 
     @classmethod
@@ -69,7 +73,7 @@ class SelfPlay(PPO):
 
     def __init__(self, ctx: Context) -> None:
         env = ctx.env
-        if not isinstance(env, PlayerVecEnv):
+        if not isinstance(env, MultiPlayerVecEnv):
             raise ConfigError(
                 f"algo=selfplay needs a multi-player environment; {ctx.config.env.id} has "
                 "one player (a MultiPlayerEnvironment declares several)"
@@ -133,7 +137,7 @@ class SelfPlay(PPO):
 
     def seat(self) -> Seating:
         """This rollout's seats: one per game for the learner, the rest for the opponent."""
-        env: PlayerVecEnv = self.ctx.env  # type: ignore[assignment]
+        env: MultiPlayerVecEnv = self.ctx.env  # type: ignore[assignment]
         learner = random_seats(
             env.num_games, len(env.players), self.learner_players, 1, self.ctx.rng
         )
@@ -150,6 +154,8 @@ class SelfPlay(PPO):
     def swap(self) -> None:
         """Play the next opponent from the pool."""
         chosen = self.pool.choose(self.ctx.rng)
+        if self.ctx.reducer.world_size > 1:  # rank 0's draw, for the pool to stay the same
+            chosen = self.pool.current = int(self.ctx.reducer.gather(chosen)[0])
         # A new player (the same network, reloaded), so the sampler gives it a memory of its
         # own: the last snapshot's state would mean nothing to this one.
         self.opponent = NetworkPlayer(self.opponent.net, self.opponent.generator)
@@ -174,15 +180,20 @@ class SelfPlay(PPO):
             self.swap()
             self.last_swap = step
         iteration = super().iterate(step, lr)
-        results = self.sampler.take_results()
-        for result in results:
-            self.pool.record(result.score)
+        # Every process's games, in rank order, so that all of them rate alike.
+        scores = [
+            score
+            for part in self.ctx.reducer.gather([r.score for r in self.sampler.take_results()])
+            for score in part
+        ]
+        for score in scores:
+            self.pool.record(score)
         iteration.metrics["selfplay/elo"] = self.pool.learner_elo
         iteration.metrics["selfplay/opponent_elo"] = self.pool.ratings[self.pool.current]
         if self.fixed is None:
             iteration.metrics["selfplay/pool"] = float(len(self.pool.snapshots))
-        if results:
-            iteration.metrics["selfplay/score"] = float(np.mean([r.score for r in results]))
+        if scores:
+            iteration.metrics["selfplay/score"] = float(np.mean(scores))
         return iteration
 
     def state_dict(self) -> dict[str, Any]:
