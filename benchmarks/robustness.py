@@ -15,6 +15,27 @@ each run), so the suite can be stopped at any time and resumed, by anyone, with 
 command; ``--label NAME KEY=VALUE ...`` screens a candidate change of entityrl's defaults as
 its own trainer (``entityrl[NAME]``).
 
+Two tasks are PettingZoo games, trained as a user of either library would train them:
+
+- ``pettingzoo:classic/connect_four-v3``, a two-player zero-sum board game: entityrl trains it
+  by self-play (``algo=selfplay``, the one setting docs/multiplayer.md says a competitive game
+  needs; its pool against snapshots otherwise at the defaults), SB3 with sb3-contrib's
+  ``MaskablePPO`` defaults against a fixed opponent of uniformly random legal moves (SB3 has no
+  self-play; benchmarks/sb3_games.py). Both are scored by their mean return against uniformly
+  random legal moves over ``GAMES`` games as each seat (first and second player): +1 a win, -1
+  a loss, 0 a draw, i.e. the win rate minus the loss rate; 0 is random against random (measured
+  over ``RANDOM_GAMES`` games), 1 always winning. entityrl's ``total_timesteps`` counts steps of
+  the learner's seat, including the opponent's turns, in which it has no move: 100k steps are
+  about 50k of its moves; SB3's count the agent's moves (the opponent moves inside its
+  environment).
+- ``mpe2:simple_spread_v3`` (mpe2's defaults: 3 agents, 25 steps, discrete moves), a
+  cooperative game: entityrl with its defaults, ``algo=ppo``, one policy shared by every agent
+  (``algo=poca`` needs the game to declare its group, which PettingZoo games do not without a
+  wrapper: docs/interop.md), SB3 with ``PPO("MlpPolicy")``'s defaults, the policy shared by
+  the agents through SuperSuit (benchmarks/sb3_games.py). A sample is one agent's step in
+  both. Scored by the mean return per agent; 1 is the return of a scripted player that assigns
+  agents to landmarks and steers there (benchmarks/mpe_spread_reference.py, 1000 games).
+
 usage: python benchmarks/robustness.py [--tasks ...] [--seeds 1 2 3] [--steps 100000]
        [--trainers entityrl sb3] [--label NAME KEY=VALUE ...] [--write]
 """
@@ -27,6 +48,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,9 +66,17 @@ from results import replace_section
 from entityrl import stats
 from entityrl.env.random_policy import RandomPolicy
 from entityrl.envs import make_vec
-from entityrl.training import evaluate
+from entityrl.training import Agent, Trainer, evaluate, load_agent, load_config
+from entityrl.training.match import MatchResult, play_match
+from entityrl.training.players import NetworkPlayer, Player, RandomPlayer
 
 EPISODES = 100
+GAMES = 100
+"""Games a two-player game's final agent plays against random moves as each seat."""
+RANDOM_GAMES = 1000
+"""Games of random against random moves for a two-player game's score 0."""
+GAME_SLOTS = 20
+"""Games played at once (even: a match gives each seat the same number of games)."""
 CACHE = Path(__file__).parent / "robustness.json"
 SB3 = "sb3"
 
@@ -59,11 +89,91 @@ class Task:
     """The reference return that scores 1."""
     gym_id: str | None = None
     """The Gymnasium id SB3 trains on (None: SB3 cannot train this task)."""
+    sb3_game: str | None = None
+    """Instead of ``gym_id``, the game benchmarks/sb3_games.py trains SB3 on."""
+
+    def random_return(self) -> float:
+        """Mean return of uniformly random legal actions over ``EPISODES`` episodes."""
+        with make_vec(self.name, 16, seed=12345) as env:
+            return evaluate(RandomPolicy(env.action_space, seed=0), env, EPISODES).mean()
+
+    def train_entityrl(self, seed: int, steps: int, overrides: Sequence[str]) -> dict[str, Any]:
+        result = run(
+            None,
+            1,
+            [f"env.id={self.name}", f"seed={seed}", f"total_timesteps={steps}", *overrides],
+            episodes=EPISODES,
+        )
+        return {"steps": result["steps"], "seconds": result["seconds"], "return": result["reached"]}
+
+    def sb3_command(self, seed: int, steps: int) -> list[str] | None:
+        """The command that trains and scores SB3 on this task (None: SB3 cannot)."""
+        here = Path(__file__).parent
+        if self.sb3_game is not None:
+            return [sys.executable, str(here / "sb3_games.py"), "--task", self.sb3_game,
+                    "--seed", str(seed), "--steps", str(steps), "--games", str(GAMES)]  # fmt: skip
+        if self.gym_id is not None:
+            return [sys.executable, str(here / "sb3_ppo.py"), "--defaults", "--env", self.gym_id,
+                    "--seed", str(seed), "--steps", str(steps), "--episodes", str(EPISODES)]  # fmt: skip
+        return None
+
+    @property
+    def sb3_trains(self) -> bool:
+        return self.gym_id is not None or self.sb3_game is not None
+
+
+@dataclass(frozen=True)
+class TwoPlayerGame(Task):
+    """A two-player zero-sum game, trained by self-play and scored by the mean return of the
+    agent against uniformly random legal moves, ``GAMES`` games as each seat."""
+
+    algo: str = "selfplay"
+    """The algorithm entityrl trains the game with (the user's one setting)."""
+
+    def match(self, agent: Agent | None, games: int) -> MatchResult:
+        """``games`` games of ``agent`` (None: random moves) against random moves, half of them
+        in each seat."""
+        with make_vec(self.name, GAME_SLOTS, seed=12345) as env:
+            player: Player
+            if agent is None:
+                player = RandomPlayer(env.action_space, seed=0)
+            else:
+                agent.check_env(env)
+                player = NetworkPlayer(agent.net, agent.generator)
+            return play_match(player, RandomPlayer(env.action_space, seed=1), env, games)
+
+    def random_return(self) -> float:
+        return game_return(self.match(None, RANDOM_GAMES))
+
+    def train_entityrl(self, seed: int, steps: int, overrides: Sequence[str]) -> dict[str, Any]:
+        with tempfile.TemporaryDirectory() as run_dir:
+            config = load_config(
+                None,
+                [f"log.run_dir={run_dir}", "log.tensorboard=false", "log.progress=false",
+                 "torch_threads=1", f"env.id={self.name}", f"seed={seed}",
+                 f"total_timesteps={steps}", f"algo={self.algo}", *overrides],
+            )  # fmt: skip
+            started = time.time()
+            result = Trainer(config).run()
+            seconds = time.time() - started
+            agent = load_agent(run_dir, seed=0)
+        match = self.match(agent, 2 * GAMES)
+        seats = [match.seats[name].payoff for name in sorted(match.seats)]
+        return {"steps": result.steps, "seconds": seconds, "return": game_return(match),
+                "wins": match.wins, "draws": match.draws, "losses": match.losses,
+                "first": seats[0], "second": seats[1]}  # fmt: skip
+
+
+def game_return(match: MatchResult) -> float:
+    """The mean return of a zero-sum game won (+1), drawn (0) or lost (-1)."""
+    return (match.wins - match.losses) / match.games
 
 
 # References: the return of a near-optimal policy (CartPole's cap; MountainCar's and
 # Pendulum's usual "solved" levels; MiniGrid's return is 1 - 0.9 * steps / limit, so 1 is the
-# unreachable bound); the shipped entity environments' own config targets.
+# unreachable bound); the shipped entity environments' own config targets; connect four's
+# always winning; simple_spread's scripted player (benchmarks/mpe_spread_reference.py: -7.56
+# per agent over 1000 games, random moves -26.6).
 TASKS = {
     task.name: task
     for task in (
@@ -76,14 +186,12 @@ TASKS = {
         Task("minigrid:MiniGrid-RedBlueDoors-6x6-v0", 1.0, "MiniGrid-RedBlueDoors-6x6-v0"),
         Task("CherryPick", 0.95),
         Task("MineSweeper", 0.95),
+        TwoPlayerGame("pettingzoo:classic/connect_four-v3", 1.0, sb3_game="connect_four"),
+        Task("mpe2:simple_spread_v3", -7.56, sb3_game="simple_spread"),
     )
 }
-PENDING = {
-    "pettingzoo:connect_four_v3": "self-play against snapshots, evaluated against random "
-    "play: not wired into this script yet",
-    "mpe2 (simple_reference / simple_tag)": "the mpe2 package is not installed and its names "
-    "do not resolve yet",
-}
+PENDING: dict[str, str] = {}
+"""Tasks the suite should have but does not run yet, with the reason."""
 
 
 def load_cache() -> dict[str, Any]:
@@ -91,38 +199,26 @@ def load_cache() -> dict[str, Any]:
 
 
 def save_cache(cache: dict[str, Any]) -> None:
+    """Writes ``cache`` merged into what the file holds now, so that several runs of this
+    script (screening different labels) can share the file without dropping each other's
+    results."""
+    on_disk = load_cache()
+    for part in ("random", "runs"):
+        cache[part] = on_disk[part] | cache[part]
     fd, tmp = tempfile.mkstemp(dir=CACHE.parent, prefix=".robustness.", suffix=".json")
     with os.fdopen(fd, "w") as f:
         json.dump(cache, f, indent=1, sort_keys=True)
     os.replace(tmp, CACHE)
 
 
-def random_return(task: Task) -> float:
-    """Mean return of uniformly random legal actions over ``EPISODES`` episodes."""
-    with make_vec(task.name, 16, seed=12345) as env:
-        return evaluate(RandomPolicy(env.action_space, seed=0), env, EPISODES).mean()
-
-
-def train_entityrl(task: Task, seed: int, steps: int, overrides: Sequence[str]) -> dict[str, Any]:
-    result = run(
-        None,
-        1,
-        [f"env.id={task.name}", f"seed={seed}", f"total_timesteps={steps}", *overrides],
-        episodes=EPISODES,
-    )
-    return {"steps": result["steps"], "seconds": result["seconds"], "return": result["reached"]}
-
-
 def train_sb3(task: Task, seed: int, steps: int) -> dict[str, Any]:
-    assert task.gym_id is not None
-    script = Path(__file__).parent / "sb3_ppo.py"
-    out = subprocess.run(
-        [sys.executable, str(script), "--defaults", "--env", task.gym_id, "--seed", str(seed),
-         "--steps", str(steps), "--episodes", str(EPISODES)],
-        check=True, capture_output=True, text=True,
-    )  # fmt: skip
+    command = task.sb3_command(seed, steps)
+    assert command is not None
+    out = subprocess.run(command, check=True, capture_output=True, text=True)
     result = json.loads(out.stdout.strip().splitlines()[-1])
-    return {"steps": result["steps"], "seconds": result["seconds"], "return": result["reached"]}
+    extra = {k: result[k] for k in ("wins", "draws", "losses", "first", "second") if k in result}
+    return {"steps": result["steps"], "seconds": result["seconds"], "return": result["reached"],
+            **extra}  # fmt: skip
 
 
 def run_key(trainer: str, task: str, seed: int, steps: int) -> str:
@@ -172,6 +268,22 @@ def report(
         chance = stats.probability_of_improvement(first, second)
         summary += ["", f"Probability that a run of {trainers[0]} outscores one of {trainers[1]} "
                     f"on a task drawn at random: {chance}."]  # fmt: skip
+    games = [
+        f"{task.name}, {trainer}: "
+        + "; ".join(
+            f"seed {seed} {r['wins']}/{r['draws']}/{r['losses']} (first {r['first']:+.2f}, "
+            f"second {r['second']:+.2f})"
+            for seed in seeds
+            if (r := cache["runs"].get(run_key(trainer, task.name, seed, steps))) and "wins" in r
+        )
+        for task in tasks
+        if isinstance(task, TwoPlayerGame)
+        for trainer in trainers
+        if any(run_key(trainer, task.name, s, steps) in cache["runs"] for s in seeds)
+    ]
+    if games:
+        summary += ["", "Games against random moves, won/drawn/lost (mean return as first and "
+                    "second player):", "", *(f"- {line}" for line in games)]  # fmt: skip
     randoms = ", ".join(
         f"{t.name} {cache['random'][t.name]:.3g} (reference {t.best:g})"
         for t in tasks
@@ -201,17 +313,17 @@ def main() -> None:
     cache = load_cache()
     for task in tasks:
         if task.name not in cache["random"]:
-            cache["random"][task.name] = random_return(task)
+            cache["random"][task.name] = task.random_return()
             save_cache(cache)
         for seed in args.seeds:
             for trainer in trainers:
                 key = run_key(trainer, task.name, seed, args.steps)
-                if key in cache["runs"] or (trainer == SB3 and task.gym_id is None):
+                if key in cache["runs"] or (trainer == SB3 and not task.sb3_trains):
                     continue
                 if trainer == SB3:
                     result = train_sb3(task, seed, args.steps)
                 else:
-                    result = train_entityrl(task, seed, args.steps, overrides)
+                    result = task.train_entityrl(seed, args.steps, overrides)
                 result["load"] = os.getloadavg()[0]
                 cache["runs"][key] = result
                 save_cache(cache)
@@ -219,14 +331,14 @@ def main() -> None:
     table = report(cache, args.report or trainers, tasks, args.seeds, args.steps)
     print(table)
     if args.write:
-        pending = "\n".join(f"- {name}: {why}" for name, why in PENDING.items())
+        pending = "".join(f"\n- {name}: {why}" for name, why in PENDING.items())
         replace_section(
             "Robustness suite: library defaults beside SB3's defaults (benchmarks/robustness.py)",
             f"Command: `python benchmarks/robustness.py --seeds {' '.join(map(str, args.seeds))} "
             f"--steps {args.steps} --write` (results cached in benchmarks/robustness.json).\n\n"
             f"Machine: {machine()}; one torch thread, one training at a time. {args.steps:,} "
             f"environment steps each; {EPISODES} final episodes with sampled actions.\n\n"
-            f"{table}\n\nPending:\n{pending}\n",
+            f"{table}\n" + (f"\nPending:{pending}\n" if pending else ""),
         )
 
 
