@@ -30,11 +30,21 @@ Writes the section "Ray actors as environment workers (issue #31)" of RESULTS.md
 network namespace with only loopback, so that Ray binds to nothing else:
 ``unshare --net sh -c 'ip link set lo up && python benchmarks/scaling.py --ray ...'``.
 
+With ``--model``: a scaling model on paper for ``--machines`` (8 16 32 64) machines, from
+per-iteration costs measured here on ``--env``'s shipped config: the workers' CPU per sample
+(inference and environment step, 8 environments per worker, one thread), the bytes of a
+rollout per sample and of the parameters sent to each worker, the learner's update per sample
+(a sync run, one process) and its V-trace evaluation per sample (an async run), and the
+all-reduce payload. Two designs: one learner fed by remote samplers (Ray, async) and
+data-parallel learners (torchrun), over ``BANDWIDTH``/``LATENCY`` below. Writes the section
+"Scaling model (issue #31)" of RESULTS.md.
+
 usage: python benchmarks/scaling.py [--env CherryPick] [--world-sizes 1 2] [--runs 3]
        python benchmarks/scaling.py --sampling [--workers 1 2 4 8 16] [--step-ms 2]
            [--iterations 6] [--learning-envs CherryPick] [--learning-processes 2] [--runs 1]
            [--light-learner ppo.update_epochs=1] [--section TITLE]
        python benchmarks/scaling.py --ray [--workers 1 2 4 8] [--step-ms 2] [--iterations 4]
+       python benchmarks/scaling.py --model [--env CherryPick] [--machines 8 16 32 64]
 """
 
 from __future__ import annotations
@@ -43,6 +53,7 @@ import argparse
 import json
 import math
 import os
+import pickle
 import statistics
 import subprocess
 import sys
@@ -283,6 +294,147 @@ def ray_sampling(args: argparse.Namespace) -> None:
     replace_section(RAY_SECTION, "\n".join(lines))
 
 
+MODEL_SECTION = "Scaling model (issue #31)"
+
+
+def measured_costs(env: str) -> dict[str, float]:
+    """Per-sample and per-iteration costs of ``env``'s shipped config on this machine."""
+    import torch
+
+    from entityrl.nn.rogue_net import RogueNet
+    from entityrl.training import sampler as sampling_loop
+    from entityrl.training.agent import Agent
+
+    config = load_config(env)
+    batch = config.batch_size
+    torch.set_num_threads(1)
+    costs: dict[str, float] = {"batch": batch}
+    # A worker of 8 environments, 16 steps per rollout (as 16 workers share 128): its CPU
+    # time per sample, and what it sends back per sample. Stepped here, in this process.
+    config.rollout.processes = 1
+    with make_env(config, None, num_envs=8) as vec:
+        net = RogueNet(vec.obs_space, vec.action_space, config.net, device="cpu")
+        agent = Agent(net, generator=torch.Generator().manual_seed(0))
+        obs = vec.reset()
+        _, obs = sampling_loop._run(agent, vec, obs, 16)  # warm-up
+        reps, started = 10, time.process_time()
+        for _ in range(reps):
+            transitions, obs = sampling_loop._run(agent, vec, obs, 16)
+        costs["act"] = (time.process_time() - started) / (reps * 16 * 8)
+        costs["rollout_bytes"] = len(pickle.dumps((transitions, obs, None), protocol=5)) / 128
+    params = {name: value.numpy() for name, value in net.state_dict().items()}
+    costs["param_bytes"] = len(pickle.dumps(params, protocol=5))
+    costs["params"] = sum(p.numel() for p in net.parameters())
+    # The learner: a sync run in one process (its update and its whole iteration), and an
+    # async run (the V-trace evaluation of each rollout received).
+    steps = f"total_timesteps={4 * batch}"
+    rows, _, _ = train(env, "rollout.processes=1", "torch_threads=1", steps)
+    later = rows[1:]
+    costs["update"] = statistics.median(r["perf/update_seconds"] for r in later) / batch
+    costs["iteration"] = batch / statistics.median(r["perf/sps"] for r in later)
+    rows, _, _ = train(env, "rollout.processes=2", "rollout.mode=async", "torch_threads=1", steps)
+    costs["correct"] = statistics.median(r["perf/correct_seconds"] for r in rows[1:]) / batch
+    comm = communication(env)
+    costs["allreduce_bytes"], costs["minibatches"] = comm["bytes"], comm["minibatches"]
+    return costs
+
+
+def one_learner(c: dict[str, float], machines: int, cores: int, sim_ms: float) -> dict[str, float]:
+    """One learner (one core: the update and the V-trace evaluation, plus its network link),
+    fed by ``machines`` sampler machines of ``cores`` cores, one worker per core, whose
+    environments spend ``sim_ms`` of CPU per step besides the policy's inference."""
+    per_sample = c["act"] + sim_ms / 1e3
+    sampling = machines * cores / per_sample
+    # Per update of one batch the learner sends the parameters to every worker and takes the
+    # rollouts in through its one network link, one message after another (each pays the
+    # latency), before and after its update: on its critical path.
+    workers = machines * cores
+    link = (workers * c["param_bytes"] + c["batch"] * c["rollout_bytes"]) / BANDWIDTH
+    link += 2 * workers * LATENCY
+    learning = c["batch"] / (c["batch"] * (c["update"] + c["correct"]) + link)
+    rate = min(sampling, learning)
+    limit = "samplers" if sampling <= learning else "learner"
+    # The machines at which the samplers outrun the learner: more add nothing.
+    stops = learning * per_sample / cores
+    return {"rate": rate, "limit": limit, "link": link, "stops": stops}
+
+
+def data_parallel(c: dict[str, float], machines: int, grow: bool) -> dict[str, float]:
+    """``machines`` ranks (torchrun), each a machine like this one running the whole loop on
+    its share of the environments; the config's batch split between them (``grow`` False,
+    as ``world_size`` does) or each rank keeping a whole batch (``rollout.num_envs`` times
+    ``machines``)."""
+    compute = c["iteration"] if grow else c["iteration"] / machines
+    comm = ring_seconds(c["allreduce_bytes"], machines, int(c["minibatches"]))
+    samples = c["batch"] * (machines if grow else 1)
+    rate = samples / (compute + comm)
+    return {"rate": rate, "efficiency": compute / (compute + comm), "comm": comm}
+
+
+def scaling_model(args: argparse.Namespace) -> None:
+    """The scaling model's table from costs measured here (see the module's docstring)."""
+    load_before = os.getloadavg()
+    c = measured_costs(args.env)
+    print(c, flush=True)
+    one = c["batch"] / c["iteration"]
+    lines = [
+        f"Command: `python benchmarks/scaling.py --model --env {args.env} --machines "
+        f"{' '.join(map(str, args.machines))}`",
+        f"Machine: {machine()}; load average {load_before[0]:.1f} before the run (1-minute).",
+        "",
+        f"Measured here ({args.env}'s shipped config, one thread per process, "
+        f"{c['batch']:,.0f} samples per iteration): a worker's CPU per sample (policy "
+        f"inference and environment step, 8 environments per worker) {c['act'] * 1e6:.0f} us; "
+        f"a rollout sent back {c['rollout_bytes']:.0f} bytes per sample; the parameters sent "
+        f"to each worker per update {c['param_bytes'] / 1e3:.0f} kB ({c['params']:,.0f} "
+        f"parameters); the learner's update {c['update'] * 1e6:.0f} us per sample "
+        f"({c['update'] * c['batch']:.2f} s per iteration) and its V-trace evaluation "
+        f"(async) {c['correct'] * 1e6:.0f} us per sample; one process's whole sync "
+        f"iteration {c['iteration']:.2f} s ({one:,.0f} samples/s); the all-reduce "
+        f"{c['allreduce_bytes'] / 2**20:.2f} MiB in {c['minibatches']:.0f} messages per "
+        f"iteration. Network: {BANDWIDTH * 8 / 1e9:.0f} Gb/s, {LATENCY * 1e6:.0f} us per "
+        f"message. Machines: {args.cores} cores like this one.",
+        "",
+        "**One learner, remote samplers** (Ray actors, `rollout.mode=async`, one worker per "
+        "core; samples/s of the whole run; efficiency: that over the machines times one sampler "
+        "machine's). `sim` is the environment's own CPU per step beyond "
+        f"{args.env}'s (a real simulator's work; waiting costs no CPU and overlaps):",
+        "",
+        "| sim CPU per step | machines | samples/s | efficiency | bound by "
+        "| link per update (ms) | learner saturated from (machines) |",
+        "| ---: | ---: | ---: | ---: | --- | ---: | ---: |",
+    ]
+    for sim_ms in args.sim_ms:
+        alone = one_learner(c, 1, args.cores, sim_ms)["rate"]
+        for n in args.machines:
+            m = one_learner(c, n, args.cores, sim_ms)
+            lines.append(
+                f"| {sim_ms:g} ms | {n} | {m['rate']:,.0f} | {m['rate'] / (n * alone):.0%} "
+                f"| {m['limit']} | {m['link'] * 1e3:.1f} | {m['stops']:.1f} |"
+            )
+    lines += [
+        "",
+        "**Data-parallel learners** (torchrun, one rank per machine, each running workers and "
+        "learner on its share; the ranks all-reduce the gradient once per minibatch). Fixed "
+        "batch: the config's `rollout.num_envs` split between the ranks (what `world_size` "
+        "does); growing batch: `rollout.num_envs` times the machines, so each rank keeps a "
+        "whole batch:",
+        "",
+        "| machines | all-reduce per iteration (ms) | fixed batch samples/s | efficiency "
+        "| growing batch samples/s | efficiency |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for n in args.machines:
+        fixed, grown = data_parallel(c, n, False), data_parallel(c, n, True)
+        lines.append(
+            f"| {n} | {fixed['comm'] * 1e3:.1f} | {fixed['rate']:,.0f} "
+            f"| {fixed['efficiency']:.0%} | {grown['rate']:,.0f} | {grown['efficiency']:.0%} |"
+        )
+    lines.append(f"\nLoad average after the run: {os.getloadavg()[0]:.1f} (1-minute).")
+    replace_section(MODEL_SECTION, "\n".join(lines))
+    print("\n".join(lines))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--env", default="CherryPick")
@@ -290,6 +442,13 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--sampling", action="store_true", help="sync against async sampling")
     parser.add_argument("--ray", action="store_true", help="local workers against Ray actors")
+    parser.add_argument("--model", action="store_true", help="the scaling model on paper")
+    parser.add_argument("--machines", nargs="+", type=int, default=[8, 16, 32, 64])
+    parser.add_argument("--cores", type=int, default=2, help="cores per machine (--model)")
+    parser.add_argument(
+        "--sim-ms", nargs="+", type=float, default=[0.0, 10.0, 50.0],
+        help="environment CPU per step beyond the env's own (--model)",
+    )  # fmt: skip
     parser.add_argument("--workers", nargs="*", type=int, default=[1, 2, 4, 8, 16])
     parser.add_argument("--step-ms", type=float, default=2.0)
     parser.add_argument("--iterations", type=int, default=6)
@@ -308,6 +467,9 @@ def main() -> None:
         return
     if args.ray:
         ray_sampling(args)
+        return
+    if args.model:
+        scaling_model(args)
         return
     config = load_config(args.env)
     target = config.target_return
