@@ -514,11 +514,14 @@ def main() -> None:
         f"10 Gb/s Ethernet with 50 us per message would take {comm8 * 1e3:.1f} ms per "
         f"iteration at 8 processes and {comm64 * 1e3:.1f} ms at 64, against about "
         f"{per_iteration * 1e3:.0f} ms of computation per iteration of one process here "
-        f"(each process keeps its share of environments, so its computation stays the same): "
-        f"an expected efficiency of {per_iteration / (per_iteration + comm8):.0%} at 8 and "
-        f"{per_iteration / (per_iteration + comm64):.0%} at 64 processes. Bandwidth is not the "
-        "limit for networks this small; the per-minibatch latency is (it grows with the "
-        "number of processes), so fewer, larger minibatches (`optim.bs`) scale better.",
+        f"if every process keeps this much work (`rollout.num_envs` grown with `world_size`, "
+        f"which otherwise splits the rollout between the processes): an expected efficiency "
+        f"of {per_iteration / (per_iteration + comm8):.0%} at 8 and "
+        f"{per_iteration / (per_iteration + comm64):.0%} at 64 processes. With the rollout "
+        "split, each process's share of the work shrinks while the all-reduce does not: see "
+        '"Scaling model (issue #31)" for both cases. Bandwidth is not the limit for networks '
+        "this small; the per-minibatch latency is (it grows with the number of processes), so "
+        "fewer, larger minibatches (`optim.bs`) scale better.",
     ]
     replace_section("Data-parallel scaling", "\n".join(lines))
     print("\n".join(lines))
