@@ -14,6 +14,7 @@ from entityrl.play.choices import chosen_options, legal_turns
 from entityrl.play.entities import ROW, RowEntities, format_value
 from entityrl.play.view import show_choices, show_outcome, show_state
 from entityrl.ragged import RaggedArray
+from entityrl.training.agent import Agent
 
 
 class QuitGame(Exception):  # noqa: N818 (a request to stop, not an error)
@@ -41,6 +42,8 @@ def play(
     if env.num_envs != 1:
         raise ValueError(f"play needs a VecEnv of 1 environment, got {env.num_envs}")
     obs = env.reset()
+    if isinstance(controller, Agent):
+        controller.reset()  # a new game: an agent with memory forgets the last one's
     episode_returns: list[float] = []
     step = 0
     while steps is None or step < steps:

@@ -5,6 +5,7 @@ person watches and in the seats the agent plays against a person."""
 from __future__ import annotations
 
 import functools
+import io
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,7 @@ import numpy.typing as npt
 import pytest
 import torch
 from env.player_envs import Dropout
+from rich.console import Console
 
 from entityrl.cli.main import main
 from entityrl.env.multiplayer_vec import PlayerVecEnv
@@ -20,6 +22,7 @@ from entityrl.envs import make_vec
 from entityrl.nn.recurrent import fresh_episodes
 from entityrl.nn.rogue_net import PolicyOutput, RogueNet, RogueNetConfig
 from entityrl.play.seat import OneSeat
+from entityrl.play.session import play
 from entityrl.ragged import RaggedArray
 from entityrl.training import load_agent, train
 from entityrl.training.players import Actions, NetworkPlayer
@@ -103,6 +106,30 @@ def test_the_agent_s_state_is_carried_between_steps_and_reset_at_each_episode_st
     # episodes, and the resets where the second and third start.
     carried = [step for step, given in enumerate(given_states) if given.abs().sum() > 0]
     assert carried == [1, 2, 3, 4, 6, 7, 8, 9, 11]
+
+
+def test_a_second_game_with_the_same_agent_starts_from_a_fresh_state(
+    run_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    states: list[torch.Tensor | None] = []  # the state given to the network at each step
+    act = RogueNet.act
+
+    def spy(net: RogueNet, obs: VecObs, *args: object, state: torch.Tensor | None = None,
+            **kwargs: object) -> PolicyOutput:  # fmt: skip
+        states.append(state)
+        return act(net, obs, *args, state=state, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(RogueNet, "act", spy)
+    agent = load_agent(run_dir, seed=0)
+    console = Console(file=io.StringIO())
+    for _ in range(2):  # 3 steps each: the first game stops mid-episode, its state non-zero
+        with make_vec("Recall", 1, seed=0) as env:
+            play(env, agent, console, steps=3)
+    assert len(states) == 6
+    carried = states[2]
+    assert carried is not None and carried.abs().sum() > 0
+    second = states[3]
+    assert second is None or second.abs().sum() == 0, "the second game began with the first's state"
 
 
 class StayingRecorder(NetworkPlayer):
