@@ -22,7 +22,7 @@ from torch.nn import functional
 
 from entityrl.inference import signature
 from entityrl.nn.embedding import EntityEmbedding, Translation, _Constant, _module_key
-from entityrl.nn.gaussian import LOG_STD_MAX, LOG_STD_MIN, GaussianHead
+from entityrl.nn.gaussian import GaussianHead
 from entityrl.nn.heads import CategoricalHead, SelectEntityHead
 from entityrl.nn.recurrent import RowMemory
 from entityrl.nn.relpos import RelativePositions
@@ -123,8 +123,7 @@ def _acting(
 def gaussian(head: GaussianHead, acting: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """As :meth:`GaussianHead.forward`: each actor's mean ``(actors, components)``, and the
     standard deviation ``(components,)`` that every actor shares."""
-    mean = head.center + head.half_range * head.proj(acting)
-    log_std = head.log_std.clamp(LOG_STD_MIN, LOG_STD_MAX) + head.half_range.log()
+    mean, log_std = head.distribution(acting)
     return mean, log_std.exp()
 
 

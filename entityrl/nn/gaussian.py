@@ -56,6 +56,13 @@ class GaussianHead(nn.Module):
     def chosen(values: RaggedArray) -> torch.Tensor:
         return torch.from_numpy(values.data)
 
+    def distribution(self, acting: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The actors' Gaussian: each one's mean ``(actors, dims)`` from its embedding in
+        ``acting``, and the log standard deviation ``(dims,)`` they share (also what the
+        exported model computes)."""
+        mean = self.center + self.half_range * self.proj(acting.float())
+        return mean, self.log_std.clamp(LOG_STD_MIN, LOG_STD_MAX) + self.half_range.log()
+
     def forward(
         self,
         x: torch.Tensor,
@@ -70,8 +77,7 @@ class GaussianHead(nn.Module):
             empty = torch.zeros(0, device=x.device)
             return HeadOutput(torch.zeros(0, dims, device=x.device), empty, empty)
         acting = x if inputs.actors is None else x.index_select(0, inputs.actors)
-        mean = self.center + self.half_range * self.proj(acting.float())
-        log_std = self.log_std.clamp(LOG_STD_MIN, LOG_STD_MAX) + self.half_range.log()
+        mean, log_std = self.distribution(acting)
         std = log_std.exp()
         if chosen is not None:
             actions = chosen.to(mean.dtype)
