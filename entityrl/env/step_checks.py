@@ -238,6 +238,17 @@ class StepChecks:
         if not _all_finite(batch.global_features):
             row = int(np.flatnonzero(~np.isfinite(batch.global_features).all(axis=1))[0])
             return f"global_features: row {row}: expected finite numbers"
+        for name, image in batch.images.items():
+            # A uint8 image cannot leave its range; a float32 one must stay within [0, 1]
+            # (NaN fails both comparisons).
+            if (
+                image.dtype == np.float32
+                and image.size
+                and not (0 <= image.min() <= image.max() <= 1)
+            ):
+                inside = ((image >= 0) & (image <= 1)).reshape(len(image), -1).all(axis=1)
+                row = int(np.flatnonzero(~inside)[0])
+                return f"images[{name!r}]: row {row}: expected values in [0, 1] (float32 image)"
         if batch.done.dtype != np.bool_:
             return f"done: expected booleans, got dtype {batch.done.dtype}"
         if batch.reward.dtype.kind != "f":

@@ -16,6 +16,7 @@ from entityrl.env import (
     Entity,
     Environment,
     EnvValidationError,
+    Image,
     Observation,
     ObsSpace,
     RandomPolicy,
@@ -112,3 +113,44 @@ def test_the_sample_comes_to_every_environment_whatever_the_rhythm_of_calls() ->
             checks.observations(batch)
             for k in range(ARRAYS_STRIDE - 1):
                 checks.observations([good], [16 + k])
+
+
+class BrightensLate(Environment):
+    """A float32 image that leaves [0, 1] long after the fully validated steps."""
+
+    def obs_space(self) -> ObsSpace:
+        return ObsSpace(
+            entities={"Agent": Entity([])}, images={"view": Image((2, 3, 1), "float32")}
+        )
+
+    def action_space(self) -> dict[str, Any]:
+        return {"move": CategoricalActionSpace(["stay", "go"])}
+
+    def reset(self) -> Observation:
+        self.step = 0
+        return self._observe()
+
+    def act(self, actions: Mapping[str, Action]) -> Observation:
+        self.step += 1
+        return self._observe()
+
+    def _observe(self) -> Observation:
+        view = np.full((2, 3, 1), 0.5, np.float32)
+        if self.step >= FULLY_VALIDATED_STEPS + 3:
+            view[1, 2, 0] = 1.5
+        return Observation(
+            features={"Agent": np.zeros((1, 0), np.float32)},
+            actions={"move": CategoricalActionMask(actor_types=["Agent"])},
+            images={"view": view},
+            reward=0.0,
+            done=False,
+        )
+
+
+def test_a_float32_image_out_of_range_after_the_validated_steps_is_caught() -> None:
+    env = SerialVecEnv(BrightensLate, 3, seed=0)
+    policy = RandomPolicy(env.action_space, seed=0)
+    obs = env.reset()
+    with pytest.raises(EnvValidationError, match=r"images\['view'\].*expected a value in \[0, 1\]"):
+        for _ in range(FULLY_VALIDATED_STEPS + 5):
+            obs = env.act(policy.act(obs))
