@@ -9,12 +9,17 @@ uniform: the NashConv of the learned strategies, per game and seed.
 - RockPaperScissorsDuel with its shipped config (pool).
 
 usage: python benchmarks/matrix_equilibria.py [--seeds 1 2 3] [--games 6] [--pool-games 1]
-       [--runs DIR] [--write]
+       [--runs DIR] [--only 1 3] [--set KEY=VALUE ...] [--screen-average 0.02 ...] [--no-rps]
+       [--write]
+
+With ``selfplay.average_rate`` the saved agent is the average and the last iterate's NashConv is
+printed beside it; ``--screen-average`` scores averages at other rates kept beside each run.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import statistics
 import subprocess
 import sys
@@ -28,8 +33,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _peer import machine
 from results import replace_section
 
-from entityrl.training import load_agent, load_config, train
+from entityrl.algorithms.self_play.average import ParameterAverage
+from entityrl.training import Callback, Trainer, load_agent, load_config, train
 from entityrl.training.agent import make_eval_env
+from entityrl.training.checkpoint import load_checkpoint
 from entityrl.training.matrix_games import NashConv, equilibrium_suite, matrix_game_nash_conv
 
 QUIET = ["log.tensorboard=false", "log.progress=false", "torch_threads=1"]
@@ -38,28 +45,66 @@ POOL = ["selfplay.mode=pool", "ppo.ent_coef=1.0", "selfplay.snapshot_every=2048"
         "selfplay.swap_every=1024"]  # fmt: skip
 
 
-def trained_nash_conv(env_id: str, run_dir: str, overrides: list[str]) -> tuple[NashConv, float]:
+class ScreenAverages(Callback):
+    """Polyak averages of the learner's parameters at several rates, kept beside a run (after
+    every update, as ``selfplay.average_rate`` keeps its own) without changing it."""
+
+    def __init__(self, rates: list[float]) -> None:
+        self.rates = rates
+        self.averages: dict[float, ParameterAverage] = {}
+
+    def on_iteration(self, trainer: Trainer, metrics: dict[str, float]) -> None:
+        if not self.averages:
+            self.averages = {rate: ParameterAverage(trainer.net, rate) for rate in self.rates}
+        for average in self.averages.values():
+            average.follow(trainer.net)
+
+
+def trained_nash_conv(
+    env_id: str, run_dir: str, overrides: list[str], screen: list[float] | None = None
+) -> tuple[NashConv, float]:
     """Train ``env_id`` with its shipped config and ``overrides``; the learned strategies'
-    NashConv and the wall time in seconds."""
+    NashConv and the wall time in seconds. With ``selfplay.average_rate`` the agent is the
+    average; the last iterate's NashConv (and the ``screen`` averages') are printed."""
     started = time.time()
-    train(env_id, overrides=[f"log.run_dir={run_dir}", *QUIET, *overrides])
+    screened = ScreenAverages(screen or [])
+    train(env_id, overrides=[f"log.run_dir={run_dir}", *QUIET, *overrides], callbacks=[screened])
+    seconds = time.time() - started
     agent = load_agent(run_dir)
     with make_eval_env(agent) as env:
-        return matrix_game_nash_conv(agent.net, env, env_id), time.time() - started
+        result = matrix_game_nash_conv(agent.net, env, env_id)
+        learner = load_checkpoint(run_dir)["selfplay"][0].get("learner")
+        if learner is not None or screened.averages:
+            others = {f"screen {r}": a.net for r, a in screened.averages.items()}
+            if learner is not None:
+                net = copy.deepcopy(agent.net)
+                net.load_state_dict(learner)
+                others["last iterate"] = net
+            values = {k: matrix_game_nash_conv(n, env, env_id).total for k, n in others.items()}
+            print(
+                f"  agent {result.total:.4f}; "
+                + ", ".join(f"{k} {v:.4f}" for k, v in values.items()),
+                flush=True,
+            )
+        return result, seconds
 
 
 def suite_table(
-    seeds: list[int], games: int, pool_games: int, tmp: str
+    seeds: list[int], games: int, pool_games: int, tmp: str, args: argparse.Namespace
 ) -> tuple[list[str], list[float]]:
     rows, shipped = [], []
     for index, (payoff, equilibrium) in enumerate(equilibrium_suite(games)):
+        if args.only is not None and index not in args.only:
+            continue
         runs = [("magnet (shipped)", seed, []) for seed in seeds]
         if index < pool_games:
             runs.append(("pool, ppo.ent_coef=1", seeds[0], POOL))
         for mode, seed, extra in runs:
             run_dir = f"{tmp}/game{index}-{mode.split()[0]}-{seed}"
-            overrides = [f"env.kwargs={{game: {index}}}", f"seed={seed}", *extra]
-            result, seconds = trained_nash_conv("MatrixGame", run_dir, overrides)
+            overrides = [f"env.kwargs={{game: {index}}}", f"seed={seed}", *args.set, *extra]
+            result, seconds = trained_nash_conv(
+                "MatrixGame", run_dir, overrides, args.screen_average
+            )
             if not extra:
                 shipped.append(result.total)
             eq = " / ".join(
@@ -99,14 +144,24 @@ def main() -> None:
         "--pool-games", type=int, default=1, help="games also trained with mode=pool"
     )
     parser.add_argument("--runs", type=Path, help="keep the runs in this directory")
+    parser.add_argument("--only", nargs="*", type=int, help="run only these games of the suite")
+    parser.add_argument("--set", nargs="*", default=[], help="MatrixGame overrides, KEY=VALUE")
+    parser.add_argument(
+        "--screen-average",
+        nargs="*",
+        type=float,
+        default=[],
+        help="also score Polyak averages of the parameters at these rates (kept beside the run)",
+    )
+    parser.add_argument("--no-rps", action="store_true", help="skip RockPaperScissorsDuel")
     parser.add_argument("--write", action="store_true", help="update benchmarks/RESULTS.md")
     args = parser.parse_args()
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
         runs = str(args.runs or tmp)
         Path(runs).mkdir(parents=True, exist_ok=True)
-        suite, shipped = suite_table(args.seeds, args.games, args.pool_games, runs)
-        rps = rps_table(args.seeds, runs)
+        suite, shipped = suite_table(args.seeds, args.games, args.pool_games, runs, args)
+        rps = [] if args.no_rps else rps_table(args.seeds, runs)
     config = load_config("MatrixGame")
     load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     seeds = " ".join(map(str, args.seeds))

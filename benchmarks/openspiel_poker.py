@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _peer import machine
 from results import replace_section
 
+from entityrl.algorithms.self_play.average import ParameterAverage
 from entityrl.interop.openspiel import exploitability
 from entityrl.training import Callback, Trainer, load_config, train
 
@@ -42,25 +43,40 @@ TARGETS = {"kuhn_poker": 0.02, "leduc_poker": 0.3}
 
 
 class ExploitabilityCurve(Callback):
-    """Every ``every`` steps: (step, training seconds, exploitability of the learner)."""
+    """Every ``every`` steps: (step, training seconds, exploitability of the learner); and of
+    self-play's parameter average (``selfplay.average_rate``) and of the averages at the
+    ``screen`` rates, kept here beside the run without changing it, in ``averages``."""
 
-    def __init__(self, game: str, every: int) -> None:
+    def __init__(self, game: str, every: int, screen: tuple[float, ...] = ()) -> None:
         self.game = pyspiel.load_game(game)
         self.every = every
         self.next = every
         self.started = time.perf_counter()
         self.measuring = 0.0  # seconds spent measuring, left out of the training time
         self.points: list[tuple[int, float, float]] = []
+        self.screen = screen
+        self.screened: dict[float, ParameterAverage] = {}
+        self.averages: list[dict[str, float]] = []  # per point: label -> exploitability
 
     def on_iteration(self, trainer: Trainer, metrics: dict[str, float]) -> None:
+        if self.screen and not self.screened:
+            self.screened = {rate: ParameterAverage(trainer.net, rate) for rate in self.screen}
+        for average in self.screened.values():  # after the update, as the run's own
+            average.follow(trainer.net)
         if trainer.step < self.next:
             return
         began = time.perf_counter()
         value = exploitability(trainer.net, self.game)
         self.points.append((trainer.step, began - self.started - self.measuring, value))
+        nets = {f"screen {rate}": a.net for rate, a in self.screened.items()}
+        own = getattr(trainer.algorithm, "average", None)
+        if own is not None:
+            nets[f"average {own.rate}"] = own.net
+        self.averages.append({k: exploitability(net, self.game) for k, net in nets.items()})
         self.measuring += time.perf_counter() - began
         self.next += self.every
-        print(f"  step {trainer.step:,}: exploitability {value:.4f}", flush=True)
+        extra = "".join(f", {k} {v:.4f}" for k, v in self.averages[-1].items())
+        print(f"  step {trainer.step:,}: exploitability {value:.4f}{extra}", flush=True)
 
 
 def interval(values: list[float]) -> str:
@@ -74,19 +90,21 @@ def interval(values: list[float]) -> str:
 
 def self_play(
     game: str, args: argparse.Namespace, tmp: str
-) -> list[list[tuple[int, float, float]]]:
-    """Per seed, the exploitability curve of one training run."""
-    curves = []
+) -> tuple[list[list[tuple[int, float, float]]], list[list[dict[str, float]]]]:
+    """Per seed, the exploitability curve of one training run, and its averages' (one dict a
+    point)."""
+    curves, averages = [], []
     for seed in args.seeds:
         print(f"{game}, seed {seed}", flush=True)
-        curve = ExploitabilityCurve(game, args.every)
+        curve = ExploitabilityCurve(game, args.every, tuple(args.screen_average))
         overrides = [f"seed={seed}", f"log.run_dir={tmp}/{game}-{seed}",
                      f"torch_threads={args.threads}", *QUIET, *args.set]  # fmt: skip
         if args.steps:
             overrides.append(f"total_timesteps={args.steps}")
         train(f"openspiel:{game}", config=args.config, overrides=overrides, callbacks=[curve])
         curves.append(curve.points)
-    return curves
+        averages.append(curve.averages)
+    return curves, averages
 
 
 def cfr_reference(game: str) -> list[tuple[int, float, float]]:
@@ -106,7 +124,7 @@ def cfr_reference(game: str) -> list[tuple[int, float, float]]:
 
 
 def report(game: str, args: argparse.Namespace, tmp: str) -> str:
-    curves = self_play(game, args, tmp)
+    curves, averages = self_play(game, args, tmp)
     reference = cfr_reference(game)
     config = load_config(f"openspiel:{game}" if args.config is None else args.config, args.set)
     lines = [
@@ -137,6 +155,12 @@ def report(game: str, args: argparse.Namespace, tmp: str) -> str:
             if target
             else ""
         ),
+        *(
+            f"Final exploitability of the {label}: "
+            + ", ".join(f"{a[-1][label]:.4f}" for a in averages)
+            + "."
+            for label in (averages[0][-1] if averages[0] else {})
+        ),
         "",
         "Reference, OpenSpiel CFR+ in the same run (iterations: exploitability, seconds): "
         + "; ".join(f"{n}: {v:.4f} ({s:.1f} s)" for n, s, v in reference)
@@ -154,6 +178,13 @@ def main() -> None:
     parser.add_argument("--config", default=None, help="a config file (default: the shipped one)")
     parser.add_argument("--set", nargs="*", default=[], help="config overrides, KEY=VALUE")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    parser.add_argument(
+        "--screen-average",
+        nargs="*",
+        type=float,
+        default=[],
+        help="also score Polyak averages of the parameters at these rates (kept beside the run)",
+    )
     parser.add_argument("--write", action="store_true", help="update benchmarks/RESULTS.md")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)

@@ -12,6 +12,11 @@ reward is lowered by how far the policy's action leaves a slowly moving copy of 
 (:mod:`entityrl.algorithms.self_play.magnet`), so the policy settles at a mixed equilibrium
 where the pool's best responses would cycle around it.
 
+With ``selfplay.average_rate`` > 0 a Polyak average of the learner's parameters follows them
+(:mod:`entityrl.algorithms.self_play.average`) and becomes the run's agent when it ends: the
+final checkpoint's network is the average, and the last iterate is kept beside it, put back in
+the network when the run is resumed (so resuming continues exactly, even from the end).
+
 With ``net.memory`` the opponent keeps its own state of every row, as the learner does
 (:class:`~entityrl.training.players.PlayerStates`); a new opponent starts with none, and the
 checkpoint keeps the current one's, so a resumed run continues exactly.
@@ -34,6 +39,7 @@ import torch
 from entityrl.algorithms.base import Context, Iteration
 from entityrl.algorithms.common.rollout import Rollout
 from entityrl.algorithms.ppo.algorithm import PPO
+from entityrl.algorithms.self_play.average import ParameterAverage
 from entityrl.algorithms.self_play.magnet import Magnet
 from entityrl.algorithms.self_play.pool import OpponentPool, SelfPlayConfig
 from entityrl.env.multiplayer_vec import MultiPlayerVecEnv
@@ -104,7 +110,11 @@ class SelfPlay(PPO):
         self.magnet: Magnet | None = None
         self.magnet_mode = config.mode == "magnet"  # make_sampler runs before the magnet exists
         self.magnet_kl = 0.0  # the latest rollout's mean KL(policy || magnet) estimate
+        self.learner_params: dict[str, torch.Tensor] | None = None  # while the net is the average
         super().__init__(ctx)
+        self.average: ParameterAverage | None = None
+        if config.average_rate > 0:
+            self.average = self.own("average", ParameterAverage(ctx.net, config.average_rate))
         if self.magnet_mode:
             self.magnet = self.own(
                 "magnet", Magnet(ctx.net, config.magnet_coef, config.magnet_rate)
@@ -125,6 +135,8 @@ class SelfPlay(PPO):
         super().begin(resumed, pretrained)
         if self.magnet is not None and not resumed:
             self.magnet.reset(self.ctx.net)
+        if self.average is not None and not resumed:
+            self.average.reset(self.ctx.net)
 
     def task_rewards(self, rollout: Rollout) -> npt.NDArray[np.float32]:
         """The task's rewards; with the magnet, less its penalty for leaving the magnet."""
@@ -167,6 +179,25 @@ class SelfPlay(PPO):
         return self.fixed if self.fixed is not None else self.opponent
 
     def iterate(self, step: int, lr: float) -> Iteration:
+        iteration = self.iterate_learner(step, lr)
+        if self.average is not None:
+            if step >= self.ctx.config.selfplay.average_start:
+                self.average.follow(self.ctx.net)
+            else:
+                self.average.reset(self.ctx.net)
+        return iteration
+
+    def finish(self) -> None:
+        """With an average, the network becomes it (the last iterate is kept for resuming)."""
+        super().finish()
+        if self.average is not None and self.learner_params is None:
+            self.learner_params = {
+                k: v.detach().clone() for k, v in self.ctx.net.state_dict().items()
+            }
+            self.ctx.net.load_state_dict(self.average.state_dict())
+
+    def iterate_learner(self, step: int, lr: float) -> Iteration:
+        """One iteration of the learner (and of the magnet or the pool)."""
         if self.magnet is not None:
             iteration = super().iterate(step, lr)
             self.magnet.follow(self.ctx.net)
@@ -205,6 +236,8 @@ class SelfPlay(PPO):
             "last_swap": self.last_swap,
             # A network's memory; other players' states (a scripted player's rows) are rebuilt.
             "opponent_memory": memory if isinstance(memory, torch.Tensor) else None,
+            # The last iterate, when the network holds the average (a finished run's).
+            "learner": self.learner_params,
         }
         return state
 
@@ -214,6 +247,10 @@ class SelfPlay(PPO):
         self.pool.load_state_dict(saved["pool"])
         self.last_snapshot = int(saved["last_snapshot"])
         self.last_swap = int(saved["last_swap"])
+        learner = saved.get("learner")
+        if learner is not None:  # the checkpoint's network is the average: train the learner
+            self.ctx.net.load_state_dict(learner)
+        self.learner_params = None
         if self.pool.snapshots:
             self.opponent.net.load_state_dict(self.pool.snapshots[self.pool.current])
         # Like the learner's memory, used once the environments are back where they were.

@@ -39,6 +39,14 @@ class SelfPlayConfig:
     magnet_rate: float = 0.2
     """mode=magnet: the fraction of the way the magnet's parameters move to the policy's after
     every update."""
+    average_rate: float = 0.0
+    """Above 0: keep a Polyak average of the learner's parameters, moved this fraction of the
+    way to them after every update, and make it the run's agent at the end (the checkpoint's
+    ``model``, what ``load_agent``, ``entityrl eval`` and export use; the last iterate stays in
+    the checkpoint for resuming). 0: no average, the agent is the last iterate."""
+    average_start: int = 0
+    """average_rate > 0: steps before which the average just copies the parameters (it then
+    averages only the iterates after this step)."""
     snapshot_every: int = 20_000
     """Steps between snapshots of the learner added to the pool."""
     window: int = 10
@@ -71,6 +79,12 @@ class SelfPlayConfig:
                 "selfplay.magnet_rate must be in (0, 1) (at 1 the magnet is the policy and "
                 f"pulls nowhere), got {self.magnet_rate}"
             )
+        if not 0.0 <= self.average_rate <= 1.0:
+            raise ValueError(
+                f"selfplay.average_rate must be in [0, 1] (0: off), got {self.average_rate}"
+            )
+        if self.average_start < 0:
+            raise ValueError(f"selfplay.average_start must be >= 0, got {self.average_start}")
         if self.elo_k <= 0:
             raise ValueError(f"selfplay.elo_k must be > 0, got {self.elo_k}")
 
