@@ -18,6 +18,9 @@ the Multi-Agent Particle Environments of the mpe2 package as ``pettingzoo:simple
 ``pettingzoo:mpe/simple_tag_v3`` or ``mpe2:simple_tag_v3``;
 constructor arguments go to ``pettingzoo.make("parallel" or "aec", id, ...)``. ``num_envs`` counts
 copies (games).
+
+The other way round (entityrl's multi-player games as PettingZoo parallel environments):
+:mod:`entityrl.interop.pettingzoo_parallel`.
 """
 
 from __future__ import annotations
