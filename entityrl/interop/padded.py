@@ -171,6 +171,13 @@ class PaddedLayout:
             where = (feats.row_index(), feats.position_in_row())
             padded[where] = feats.data
             present[where] = 1
+            visible = batch.visible.get(entity)
+            if visible is not None:
+                # Entities hidden from the policy (Observation.visible) are left out of what it
+                # sees, as entityrl's own policy leaves them out of its attention.
+                hidden = ~visible.data[:, 0].astype(np.bool_)
+                padded[where[0][hidden], where[1][hidden]] = 0
+                present[where[0][hidden], where[1][hidden]] = 0
             out[entity], out[f"{entity}_mask"] = padded, present
         if batch.global_features.shape[1]:
             out["global"] = batch.global_features

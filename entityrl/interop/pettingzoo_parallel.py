@@ -140,8 +140,6 @@ class EntityParallelEnv(ParallelEnv):  # type: ignore[misc]
         """Every stepped agent's observation and flattened legal choices."""
         batch = self._batch = self.batcher.batch([self._last[agent] for agent in self.agents])
         stacked = self.layout.observe(batch)
-        if not self.layout.flat:
-            self._hide(batch, stacked)
         masks = self.layout.action_masks(batch).astype(np.int8)
         observations = {}
         for row, agent in enumerate(self.agents):
@@ -149,19 +147,6 @@ class EntityParallelEnv(ParallelEnv):  # type: ignore[misc]
                 stacked[row] if self.layout.flat else {k: v[row] for k, v in stacked.items()}
             )
         return observations, dict(zip(self.agents, masks, strict=True))
-
-    @staticmethod
-    def _hide(batch: VecObs, stacked: dict[str, Any]) -> None:
-        """Blank the entities hidden from the policy (``visible=False``) and clear their
-        presence flags."""
-        for entity, visible in batch.visible.items():
-            hidden = ~visible.data[:, 0].astype(np.bool_)
-            if not hidden.any():
-                continue
-            rows = batch.features[entity].row_index()[hidden]
-            slots = batch.features[entity].position_in_row()[hidden]
-            stacked[entity][rows, slots] = 0
-            stacked[f"{entity}_mask"][rows, slots] = 0
 
     def game_observation(self, agent: str) -> Observation:
         """The game's own latest observation of an agent in play (entityrl's form)."""

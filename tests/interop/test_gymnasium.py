@@ -186,6 +186,19 @@ def test_entityrl_env_is_a_valid_gymnasium_env(make_env, limits) -> None:  # typ
             obs, _ = env.reset()
 
 
+def test_entities_hidden_from_the_policy_stay_hidden_through_the_adapter() -> None:
+    # RockPaperScissors hides the opponent's throw from the policy unless it cheats.
+    from entityrl.envs.rock_paper_scissors import RockPaperScissors
+
+    hidden = EntityGymnasiumEnv(RockPaperScissors(), 1)
+    shown = EntityGymnasiumEnv(RockPaperScissors(cheat=True), 1)
+    for seed in range(3):
+        obs, _ = hidden.reset(seed=seed)
+        assert not obs["Opponent"].any() and not obs["Opponent_mask"].any()
+        obs, _ = shown.reset(seed=seed)
+        assert obs["Opponent"].sum() == 1 and obs["Opponent_mask"].tolist() == [1]
+
+
 def test_reverse_wrapper_refuses_continuous_actions_and_too_many_entities() -> None:
     with pytest.raises(UnsupportedSpaceError, match="ContinuousActionSpace has no Gymnasium"):
         EntityGymnasiumEnv(make("ContinuousMoveToOrigin"), 4)
