@@ -27,7 +27,7 @@ class ParameterAverage:
         self.rate = rate
 
     def reset(self, net: RogueNet) -> None:
-        """Stand where ``net`` is (before the averaging starts)."""
+        """Stand where ``net`` is (a run's start, or before the averaging starts)."""
         self.net.load_state_dict(net.state_dict())
 
     def follow(self, net: RogueNet) -> None:
