@@ -31,9 +31,9 @@ from open_spiel.python.algorithms import exploitability as openspiel_exploitabil
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _peer import machine
+from matrix_equilibria import ScreenAverages
 from results import replace_section
 
-from entityrl.algorithms.self_play.average import ParameterAverage
 from entityrl.interop.openspiel import exploitability
 from entityrl.training import Callback, Trainer, load_config, train
 
@@ -54,21 +54,17 @@ class ExploitabilityCurve(Callback):
         self.started = time.perf_counter()
         self.measuring = 0.0  # seconds spent measuring, left out of the training time
         self.points: list[tuple[int, float, float]] = []
-        self.screen = screen
-        self.screened: dict[float, ParameterAverage] = {}
+        self.screened = ScreenAverages(list(screen))
         self.averages: list[dict[str, float]] = []  # per point: label -> exploitability
 
     def on_iteration(self, trainer: Trainer, metrics: dict[str, float]) -> None:
-        if self.screen and not self.screened:
-            self.screened = {rate: ParameterAverage(trainer.net, rate) for rate in self.screen}
-        for average in self.screened.values():  # after the update, as the run's own
-            average.follow(trainer.net)
+        self.screened.on_iteration(trainer, metrics)
         if trainer.step < self.next:
             return
         began = time.perf_counter()
         value = exploitability(trainer.net, self.game)
         self.points.append((trainer.step, began - self.started - self.measuring, value))
-        nets = {f"screen {rate}": a.net for rate, a in self.screened.items()}
+        nets = {f"screen {rate}": a.net for rate, a in self.screened.averages.items()}
         own = getattr(trainer.algorithm, "average", None)
         if own is not None:
             nets[f"average {own.rate}"] = own.net
