@@ -66,6 +66,11 @@ GOALS = {"CherryPick": 5.0, "PickMatchingBalls": 5.0, "Minefield": 5.0}
 DEFAULT_GOAL = 3.0
 
 
+FAST_REGIME = ("rollout.num_envs=128", "rollout.steps=16", "optim.bs=1024", "optim.lr=0.005",
+               "ppo.update_epochs=3")  # fmt: skip
+"""The rollout and step sizes the shipped entity configs pin (PPO's defaults are smaller)."""
+
+
 @dataclass(frozen=True)
 class ReturnRun:
     """A training run of ``--returns``, after enn-trainer's published config for the
@@ -86,6 +91,9 @@ RETURN_RUNS = {
         250_000,
         {"num_cherries": 32},
         [
+            "rollout.num_envs=128",
+            "rollout.steps=16",
+            "ppo.update_epochs=3",
             "net.d_model=128",
             "net.n_layer=2",
             "optim.bs=2048",
@@ -101,6 +109,8 @@ RETURN_RUNS = {
         {"max_balls": 32, "one_hot": True, "randomize": True},
         [
             "rollout.num_envs=64",
+            "rollout.steps=16",
+            "ppo.update_epochs=3",
             "net.d_model=128",
             "net.n_layer=4",
             "net.d_qk=32",
@@ -110,7 +120,7 @@ RETURN_RUNS = {
             "ppo.anneal_entropy=true",
         ],
         "> 0.995",
-        tuned=("net.d_model=64", "ppo.ent_coef=0.3", "ppo.anneal_entropy=true"),
+        tuned=("net.d_model=64", "ppo.ent_coef=0.3", "ppo.anneal_entropy=true", *FAST_REGIME),
     ),
 }
 # Reading a large process's PSS makes the kernel walk its page tables (some 30 ms): sample

@@ -10,6 +10,7 @@ loss it learns from them. One :meth:`Algorithm.iterate` call is one iteration of
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, TypeVar
 
@@ -88,6 +89,11 @@ class Algorithm(ABC):
     learns_from_episodes: ClassVar[bool] = False
     """Learns from the environment's episodes and rewards (the loop then warns when the run
     looks stuck: see entityrl.training.stuck)."""
+    defaults: ClassVar[Mapping[str, Any]] = {}
+    """The values of the shared sections (``rollout``, ``optim``, ``ppo``, ...) this algorithm
+    starts from, by dotted key (``{"optim.lr": 0.0005}``): they replace the dataclasses'
+    defaults and lie under every config file and override, as Stable-Baselines3's algorithms
+    each have their own rollout length and learning rate."""
 
     @classmethod
     def num_envs(cls, config: TrainConfig) -> int:

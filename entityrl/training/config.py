@@ -79,9 +79,10 @@ class RolloutConfig:
     """How experience is collected."""
 
     num_envs: int = 128
-    """Environments stepped together."""
+    """Environments stepped together (algo=ppo: 16 unless set; docs/troubleshooting.md)."""
     steps: int = 16
-    """Steps per environment per rollout; a rollout has num_envs * steps samples."""
+    """Steps per environment per rollout; a rollout has num_envs * steps samples (algo=ppo:
+    128 unless set)."""
     processes: int = 1
     """Worker processes stepping the environments, each running a copy of the policy on its
     share of them (1: step them in the training process). Multi-player games are split a
@@ -382,6 +383,19 @@ def config_class(algo: str) -> type[TrainConfig]:
 _SCHEMAS: dict[tuple[type, str], type[TrainConfig]] = {}
 
 
+def algorithm_defaults(algo: str, schema: type[TrainConfig] = TrainConfig) -> Any:
+    """The config layer of the values ``algo`` starts from (its ``defaults``), which lies
+    over the dataclasses' defaults and under every config file and override; checked against
+    ``schema`` here, so that a mistake in them is reported as the algorithm's."""
+    algorithm = algorithm_registry.lookup(algo)
+    try:
+        layer = OmegaConf.from_dotlist([f"{k}={v}" for k, v in algorithm.defaults.items()])
+        OmegaConf.merge(OmegaConf.structured(schema), layer)
+    except OmegaConfBaseException as err:
+        raise ConfigError(f"{algorithm.__qualname__}.defaults: {_explain(err, schema)}") from None
+    return layer
+
+
 def _field_type(path: str, root: type = TrainConfig) -> Any:
     """The declared type of the config field at a dotted path (None if there is none)."""
     section, _, name = path.rpartition(".")
@@ -402,6 +416,7 @@ def from_layers(
     )
     try:
         schema = config_class(str(algo))
+        layers = [algorithm_defaults(str(algo), schema), *layers]
     except ConfigError:
         if require_algorithm:
             raise
@@ -551,7 +566,7 @@ def _own_field_docs(cls: type) -> dict[str, str]:
 
 def describe(config: TrainConfig | None = None) -> str:
     """Every parameter with its current value and documentation, for ``--help``."""
-    config = config or TrainConfig()
+    config = config or from_layers([], check_env=False)
     lines: list[str] = []
 
     def walk(obj: Any, prefix: str) -> None:

@@ -22,7 +22,12 @@ def drift_config(tmp_path: Path, *overrides: str) -> TrainConfig:
             *QUIET,
             f"log.run_dir={tmp_path}",
             "total_timesteps=24576",
+            # The regime this test was sized with (PPO's defaults take 16 x 128 samples).
             "rollout.num_envs=64",
+            "rollout.steps=16",
+            "optim.bs=1024",
+            "optim.lr=0.005",
+            "ppo.update_epochs=3",
             "net.d_model=32",
             "net.n_layer=1",
             *overrides,

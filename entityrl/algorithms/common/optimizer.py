@@ -31,13 +31,14 @@ class OptimConfig:
     """Adam optimizer and minibatches."""
 
     lr: float = 0.005
-    """Learning rate."""
+    """Learning rate (algo=ppo: 0.0005 unless set; docs/troubleshooting.md)."""
     anneal_lr: bool = True
     """Anneal the learning rate linearly to 0 over training."""
     warmup_steps: int = 0
     """Environment steps over which the learning rate ramps up linearly from 0."""
     bs: int = 1024
-    """Minibatch size, in samples (one sample = one environment step)."""
+    """Minibatch size, in samples (one sample = one environment step; algo=ppo: 128 unless
+    set)."""
     micro_bs: int | None = None
     """Accumulate gradients over micro-batches of this many samples (saves memory; same result)."""
     max_grad_norm: float = 2.0

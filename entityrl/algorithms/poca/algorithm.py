@@ -20,7 +20,8 @@ summed too: every process holds the same critic.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -39,6 +40,9 @@ class POCA(PPO):
 
     name = "poca"
     Settings = POCAConfig
+    defaults: ClassVar[
+        Mapping[str, Any]
+    ] = {}  # not PPO's: tuned on the cooperative games with the dataclasses' values
     scales_rewards = False  # ppo.norm_reward=true is refused: not supported yet
 
     @classmethod

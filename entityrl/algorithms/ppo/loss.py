@@ -48,7 +48,7 @@ class PPOConfig:
     target_kl: float | None = None
     """Stop the update epochs of an iteration early once the approximate KL exceeds this."""
     update_epochs: int = 3
-    """Passes over each rollout."""
+    """Passes over each rollout (algo=ppo: 10 unless set; docs/troubleshooting.md)."""
     seq_len: int = 0
     """With net.memory: minibatches hold whole chunks of this many consecutive steps of one
     environment, replayed from the state stored at each chunk's start (truncated
