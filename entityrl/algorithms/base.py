@@ -124,6 +124,11 @@ class Algorithm(ABC):
         """This run's values of :attr:`Settings` (the config section ``name``)."""
         return getattr(self.ctx.config, self.name)
 
+    def discount(self) -> float | None:
+        """The gamma future rewards are discounted by (None: none, or not one gamma); the
+        loop's stuck-training check compares its horizon with the episodes'."""
+        return None
+
     def budget(self) -> int:
         """Samples (all processes together) after which the run ends."""
         return self.ctx.config.total_timesteps

@@ -27,6 +27,11 @@ EnvFactory = Callable[[], Environment]
 _BOOLS = (bool, np.bool_)
 
 
+CUT_OFF_METRIC = "episode_truncated"
+"""An episode metric the trainer adds (not the environments): per finished episode, 1 if a
+time limit cut it off (truncated), 0 if the task ended it."""
+
+
 class VecEnv(ABC):
     """A batch of environments that reset together and then step together.
 

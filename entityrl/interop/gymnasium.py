@@ -40,7 +40,7 @@ from entityrl.env import (
     VecObs,
 )
 from entityrl.env.actions import kind_of
-from entityrl.env.vec_env import check_actions
+from entityrl.env.vec_env import CUT_OFF_METRIC, check_actions
 from entityrl.interop.gym_spaces import ActionRule, ObservationRule, UnsupportedSpaceError
 from entityrl.interop.padded import Bounds, PaddedLayout, make_gymnasium_vector
 from entityrl.ragged import RaggedArray
@@ -64,7 +64,7 @@ def check_id(env_id: str) -> None:
         raise KeyError(f"Gymnasium has no environment {env_id!r}.{hint}")
 
 
-RESERVED_METRICS = ("episode_return", "episode_length")
+RESERVED_METRICS = ("episode_return", "episode_length", CUT_OFF_METRIC)
 """Episode metrics entityrl computes itself; an ``info`` key of the same name is not forwarded."""
 
 

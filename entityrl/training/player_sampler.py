@@ -27,7 +27,7 @@ from entityrl.env.vec_obs import VecObs
 from entityrl.nn.rogue_net import RogueNet
 from entityrl.training.match import GameResult, score_games
 from entityrl.training.players import PlayerStates, Seating, episode_over, merge_actions
-from entityrl.training.sampler import Sampler, _act, _Step, _truncation_values
+from entityrl.training.sampler import Sampler, _act, _Step, _truncation_values, with_cut_offs
 
 
 class PlayerSampler(Sampler):
@@ -116,7 +116,11 @@ class PlayerSampler(Sampler):
         self.results += score_games(
             self.seating.owner[ended], obs.metrics["episode_return"], len(self.env.players)
         )
-        return {key: values[mine] for key, values in obs.metrics.items()}
+        learners = np.zeros(obs.num_rows, dtype=np.bool_)
+        learners[ended[mine]] = True
+        return with_cut_offs(
+            {key: values[mine] for key, values in obs.metrics.items()}, obs, learners
+        )
 
     def take_results(self) -> list[GameResult]:
         """The games scored since the last call."""

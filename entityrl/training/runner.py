@@ -229,7 +229,9 @@ class Trainer:
             raise
         self.budget = self.algorithm.budget()
         if self.rank == 0 and self.algorithm.learns_from_episodes:
-            self.callbacks.append(StuckDetector(config.stuck, self.budget))
+            self.callbacks.append(
+                StuckDetector(config.stuck, self.budget, self.algorithm.discount())
+            )
         self.step = 0
         self.iteration = 0
         self.recent_returns: collections.deque[float] = collections.deque(maxlen=100)

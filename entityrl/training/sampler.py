@@ -19,7 +19,7 @@ import torch
 
 from entityrl.algorithms.common.rollout import Rollout
 from entityrl.env.process_vec_env import ProcessVecEnv
-from entityrl.env.vec_env import SerialVecEnv, VecEnv
+from entityrl.env.vec_env import CUT_OFF_METRIC, SerialVecEnv, VecEnv
 from entityrl.env.vec_obs import VecObs
 from entityrl.nn.rogue_net import RogueNet
 from entityrl.ragged import RaggedArray
@@ -60,7 +60,7 @@ def _run(agent: Agent, env: VecEnv, obs: VecObs, steps: int) -> tuple[list[_Step
         obs = env.act(transition.actions)
         transition.reward, transition.done = obs.reward, obs.done
         transition.bootstrap = _truncation_values(agent.net, obs, agent.state)
-        transitions.append((transition, obs.metrics))
+        transitions.append((transition, with_cut_offs(obs.metrics, obs, obs.done)))
         agent.end_episodes(obs.done)
     return transitions, obs
 
@@ -78,6 +78,17 @@ def _act(agent: Agent, obs: VecObs, rows: npt.NDArray[np.int64] | None = None) -
     if agent.acted_from is not None:
         transition.state = agent.acted_from.numpy()
     return transition
+
+
+def with_cut_offs(
+    metrics: dict[str, npt.NDArray[np.float64]], obs: VecObs, ended: npt.NDArray[np.bool_]
+) -> dict[str, npt.NDArray[np.float64]]:
+    """A step's episode ``metrics`` plus :data:`CUT_OFF_METRIC` for the rows ``ended``
+    (a mask), in their order, as the other episode metrics are."""
+    if not ended.any():
+        return metrics
+    cut = np.zeros(int(ended.sum())) if obs.truncated is None else obs.truncated[ended]
+    return {**metrics, CUT_OFF_METRIC: cut.astype(np.float64)}
 
 
 def _truncation_values(

@@ -15,6 +15,10 @@ reads each iteration's metrics and warns, once per sign, when
   ``stuck.entropy_fraction`` of its first update's within the first ``stuck.entropy_within``
   of the run while the episodes' return is no higher than at first (it stopped exploring
   early, before it found anything better).
+* after ``stuck.horizon_updates`` updates, nearly all episodes (90%) were cut off by a time
+  limit after fewer than half the steps the discount looks ahead (``1 / (1 - gamma)``) and
+  the return has fallen: the values bootstrapped at the cut-off are still far from their
+  level, so states near it look better than they are (docs/troubleshooting.md, section 4).
 
 Each warning is a :class:`StuckTrainingWarning` (Python's ``warnings``: printed to stderr
 above the progress output, or turned into an error with ``-W error::...``) and a
@@ -28,12 +32,14 @@ import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from entityrl.env.vec_env import CUT_OFF_METRIC
 from entityrl.training.callbacks import Callback
 
 if TYPE_CHECKING:
     from entityrl.training.runner import Trainer
 
 TROUBLESHOOTING = "docs/troubleshooting.md"
+CUT_OFF_KEY = f"episode/{CUT_OFF_METRIC}"
 
 
 class StuckTrainingWarning(UserWarning):
@@ -55,9 +61,12 @@ class StuckConfig:
     """Warn when the policy's entropy falls below this fraction of its first update's..."""
     entropy_within: float = 0.25
     """... within this share of the run's steps."""
+    horizon_updates: int = 10
+    """Warn, from this many updates on, when nearly all episodes are cut off by a time limit
+    far sooner than the discount looks ahead and the return has fallen."""
 
     def __post_init__(self) -> None:
-        for name in ("no_episode_updates", "explained_variance_updates"):
+        for name in ("no_episode_updates", "explained_variance_updates", "horizon_updates"):
             if getattr(self, name) < 0:
                 raise ValueError(f"stuck.{name} must be >= 0 (0: off), got {getattr(self, name)}")
         for name in ("entropy_fraction", "entropy_within"):
@@ -67,12 +76,25 @@ class StuckConfig:
                 )
 
 
-class StuckDetector(Callback):
-    """Warns once per sign that training of ``budget`` steps looks stuck (see the module)."""
+CUT_OFF_SHARE = 0.9
+"""The share of episodes cut off by a time limit from which the horizon sign may fire."""
+FALL = 0.05
+"""How far (a share of its size) the return must fall below its first value to count."""
 
-    def __init__(self, config: StuckConfig, budget: int) -> None:
+
+class StuckDetector(Callback):
+    """Warns once per sign that training of ``budget`` steps looks stuck (see the module);
+    ``discount``: the gamma the algorithm learns with (None: no horizon sign)."""
+
+    def __init__(self, config: StuckConfig, budget: int, discount: float | None = None) -> None:
         self.config = config
         self.budget = budget
+        self.discount = discount
+        # Episodes that reported whether a time limit cut them off: their count, how many
+        # were, and the sum of their lengths.
+        self.timed_episodes = 0.0
+        self.cut_off = 0.0
+        self.timed_steps = 0.0
         self.updates = 0
         self.episodes = 0.0
         self.low_variance_updates = 0
@@ -138,12 +160,48 @@ class StuckDetector(Callback):
                     f"{self.last_return:.3g}): it stopped exploring early. Try a larger "
                     "ppo.ent_coef or a lower optim.lr"
                 )
+        horizon = self.horizon_sign(metrics)
+        if horizon is not None:
+            signs["horizon"] = horizon
         fresh = {sign: message for sign, message in signs.items() if sign not in self.warned}
         self.warned.update(fresh)
         return {
             sign: f"training looks stuck: {message} (see {TROUBLESHOOTING})"
             for sign, message in fresh.items()
         }
+
+    def horizon_sign(self, metrics: dict[str, float]) -> str | None:
+        """Account the iteration's cut-off episodes; the horizon sign's message, if it shows."""
+        cut, length = metrics.get(CUT_OFF_KEY), metrics.get("episode/episode_length")
+        if cut is not None and length is not None:
+            count = metrics.get("episodes", 0.0)
+            self.timed_episodes += count
+            self.cut_off += cut * count
+            self.timed_steps += length * count
+        if not (
+            self.config.horizon_updates
+            and self.discount is not None
+            and self.discount < 1
+            and self.updates >= self.config.horizon_updates
+            and self.timed_episodes
+            and self.returns_seen()
+        ):
+            return None
+        share, steps = self.cut_off / self.timed_episodes, self.timed_steps / self.timed_episodes
+        ahead = 1 / (1 - self.discount)
+        first, last = self.first_return, self.last_return
+        fell = last < first - FALL * abs(first)  # type: ignore[operator]
+        if share < CUT_OFF_SHARE or ahead <= 2 * steps or not fell:
+            return None
+        shorter = min(max(0.5, 1 - 5 / steps), self.discount)
+        return (
+            f"{share:.0%} of the episodes were cut off by a time limit, after {steps:.0f} steps "
+            f"on average, while gamma={self.discount:g} looks about {ahead:.0f} steps ahead, "
+            f"and the return fell ({first:.3g} at first, now {last:.3g}): the values "
+            "bootstrapped at the cut-off are still far from their level, so states near it "
+            f"look better than they are. Try a horizon near the episodes' length, e.g. "
+            f"ppo.gamma={shorter:.2f}"
+        )
 
     def returns_seen(self) -> bool:
         """Whether finished episodes have reported a return yet."""

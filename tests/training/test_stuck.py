@@ -50,6 +50,46 @@ def test_entropy_collapsed_early_without_better_returns_warns() -> None:
     assert feed(solved, [entropy(1.6, 0.2), entropy(0.1, 1.0)]) == [[], []]
 
 
+def timed(episode_return: float, cut_off: float = 1.0, length: float = 25.0) -> dict[str, float]:
+    """An iteration's metrics: 10 episodes of ``length`` steps, a share ``cut_off`` of them
+    cut off by a time limit, with a mean return of ``episode_return``."""
+    return {
+        "episodes": 10.0,
+        "episode/episode_return": episode_return,
+        "episode/episode_length": length,
+        "episode/episode_truncated": cut_off,
+    }
+
+
+def test_a_horizon_far_past_the_time_limit_with_a_falling_return_warns() -> None:
+    # simple_spread's case: 25-step episodes, all cut off, gamma 0.99, the return falling.
+    falling = [timed(-26.0 - i) for i in range(12)]
+    detector = StuckDetector(StuckConfig(horizon_updates=10), budget=10_000, discount=0.99)
+    signs = feed(detector, falling)
+    assert signs[9] == ["horizon"] and not any(signs[:9]) and not any(signs[10:])
+    quiet = {
+        "short horizon": StuckDetector(StuckConfig(), budget=10_000, discount=0.9),
+        "no discount known": StuckDetector(StuckConfig(), budget=10_000),
+        "off": StuckDetector(StuckConfig(horizon_updates=0), budget=10_000, discount=0.99),
+    }
+    for name, other in quiet.items():
+        assert not any(feed(other, falling)), name
+    rising = [timed(-26.0 + i) for i in range(12)]
+    ended_by_the_task = [timed(-26.0 - i, cut_off=0.5) for i in range(12)]
+    long_episodes = [timed(-26.0 - i, length=200.0) for i in range(12)]
+    for iterations in (rising, ended_by_the_task, long_episodes):
+        detector = StuckDetector(StuckConfig(), budget=10_000, discount=0.99)
+        assert not any(feed(detector, iterations))
+
+
+def test_the_horizon_message_suggests_a_gamma_near_the_episode_length() -> None:
+    detector = StuckDetector(StuckConfig(horizon_updates=2), budget=10_000, discount=0.99)
+    messages = detector.check(100, timed(-26.0)) | detector.check(200, timed(-30.0))
+    assert "after 25 steps" in messages["horizon"]
+    assert "ppo.gamma=0.80" in messages["horizon"]
+    assert "docs/troubleshooting.md" in messages["horizon"]
+
+
 def test_messages_name_what_to_try_and_the_troubleshooting_page() -> None:
     detector = StuckDetector(
         StuckConfig(no_episode_updates=1, explained_variance_updates=1), budget=100

@@ -21,6 +21,7 @@ from entityrl.env import (
     SerialVecEnv,
     ValidatingEnvironment,
 )
+from entityrl.env.vec_env import CUT_OFF_METRIC
 from entityrl.nn.rogue_net import RogueNet, RogueNetConfig
 from entityrl.ragged import RaggedArray
 from entityrl.training.sampler import Sampler
@@ -86,6 +87,15 @@ def test_gae_bootstraps_only_on_truncation(truncate: bool) -> None:
     final_value = net.values(final_obs).numpy()
     expected = 1.0 + (gamma * final_value if truncate else 0.0)
     np.testing.assert_allclose(rollout.returns.reshape(3, 2)[2], expected, rtol=1e-5)
+
+
+@pytest.mark.parametrize("truncate", [True, False])
+def test_rollouts_report_which_episodes_a_time_limit_cut_off(truncate: bool) -> None:
+    env = SerialVecEnv(lambda: TimeLimited(truncate), 2, seed=0)
+    net = RogueNet(env.obs_space, env.action_space, RogueNetConfig(d_model=16, n_head=2))
+    metrics = Sampler(env, net, steps=6).collect().metrics
+    assert metrics["episode_length"].tolist() == [3.0] * 4
+    assert metrics[CUT_OFF_METRIC].tolist() == [float(truncate)] * 4
 
 
 def test_validator_rejects_truncated_without_done() -> None:

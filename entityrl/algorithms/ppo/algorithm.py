@@ -72,6 +72,9 @@ class PPO(OnPolicyAlgorithm):
             DemonstrationLoss(config.bc, ctx.env, config.seed) if config.bc.strength else None
         )
 
+    def discount(self) -> float:
+        return self.ctx.config.ppo.gamma
+
     def begin(self, resumed: bool, pretrained: bool) -> None:
         super().begin(resumed, pretrained)
         if not resumed:
