@@ -12,6 +12,10 @@ from pathlib import Path
 DEFAULT_PEER_DIR = Path.home() / ".cache/peers/enn-trainer"
 PEER_PYTHON = Path(os.environ.get("ENTITYRL_PEER_PYTHON", DEFAULT_PEER_DIR / "bin/python"))
 PEER_SCRIPTS = Path(__file__).parent / "peer"
+FAST_REGIME = ("rollout.num_envs=128", "rollout.steps=16", "optim.bs=1024", "optim.lr=0.005",
+               "ppo.update_epochs=3")  # fmt: skip
+"""The rollout and step sizes the shipped entity configs pin, and the benchmarks measured with
+before PPO's defaults became smaller (docs/troubleshooting.md, section 6)."""
 
 
 def peer_available() -> bool:

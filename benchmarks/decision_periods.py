@@ -29,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _peer import machine
+from _peer import FAST_REGIME, machine
 
 from entityrl.env import VecEnv, VecObs
 from entityrl.envs import make_vec
@@ -39,10 +39,8 @@ from entityrl.training import load_agent, load_config, train
 from entityrl.training.agent import make_eval_env
 
 QUIET = ["log.tensorboard=false", "log.progress=false", "log.checkpoint_interval=100000000"]
-GAME = ["env.kwargs={length: 15, max_steps: 40, step_cost: 0.02}",
-        # The step sizes these figures were measured with (PPO's defaults are smaller since).
-        "rollout.num_envs=128", "rollout.steps=16", "optim.bs=1024", "optim.lr=0.005",
-        "ppo.update_epochs=3"]  # fmt: skip
+# The step sizes these figures were measured with (PPO's defaults are smaller since).
+GAME = ["env.kwargs={length: 15, max_steps: 40, step_cost: 0.02}", *FAST_REGIME]
 EVAL_SEED = 12345
 VARIANTS = {
     "every step": [],

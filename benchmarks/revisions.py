@@ -19,9 +19,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-# benchmarks/throughput.py's matched settings, on entityrl's own environment, 1 thread.
-SETTINGS = ["rollout.num_envs=128", "rollout.steps=16", "net.d_model=32", "net.n_layer=2",
-            "net.n_head=2", "optim.bs=1024", "optim.lr=0.005", "ppo.update_epochs=3", "torch_threads=1",
+from _peer import FAST_REGIME
+
+# benchmarks/throughput.py's network and rollout, on entityrl's own environment, 1 thread.
+SETTINGS = [*FAST_REGIME, "net.d_model=32", "net.n_layer=2", "net.n_head=2", "torch_threads=1",
             "log.progress=false", "log.tensorboard=false", "total_timesteps=40960"]  # fmt: skip
 
 

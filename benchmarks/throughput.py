@@ -57,18 +57,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _peer import PEER_PYTHON, PEER_SCRIPTS, machine, require_peer
+from _peer import FAST_REGIME, PEER_PYTHON, PEER_SCRIPTS, machine, require_peer
 from results import replace_section
 
 ENVS = ("MoveToOrigin", "Minefield", "CherryPick", "PickMatchingBalls", "MultiSnake")
 # The project's goal: at least this many times enn-trainer's samples per second.
 GOALS = {"CherryPick": 5.0, "PickMatchingBalls": 5.0, "Minefield": 5.0}
 DEFAULT_GOAL = 3.0
-
-
-FAST_REGIME = ("rollout.num_envs=128", "rollout.steps=16", "optim.bs=1024", "optim.lr=0.005",
-               "ppo.update_epochs=3")  # fmt: skip
-"""The rollout and step sizes the shipped entity configs pin (PPO's defaults are smaller)."""
 
 
 @dataclass(frozen=True)

@@ -199,7 +199,7 @@ class StuckDetector(Callback):
             f"on average, while gamma={self.discount:g} looks about {ahead:.0f} steps ahead, "
             f"and the return fell ({first:.3g} at first, now {last:.3g}): the values "
             "bootstrapped at the cut-off are still far from their level, so states near it "
-            f"look better than they are. Try a horizon near the episodes' length, e.g. "
+            f"look better than they are. Try a horizon of a fraction of the episodes' length, e.g. "
             f"ppo.gamma={shorter:.2f}"
         )
 

@@ -92,9 +92,8 @@ class GAIL(PPO):
 
     name = "gail"
     Settings = GAILConfig
-    defaults: ClassVar[
-        Mapping[str, Any]
-    ] = {}  # not PPO's: tuned on the entity environments with the dataclasses' values
+    # Not PPO's: tuned on the entity environments with the dataclasses' values.
+    defaults: ClassVar[Mapping[str, Any]] = {}
     one_process = True
 
     def __init__(self, ctx: Context) -> None:

@@ -40,9 +40,8 @@ class POCA(PPO):
 
     name = "poca"
     Settings = POCAConfig
-    defaults: ClassVar[
-        Mapping[str, Any]
-    ] = {}  # not PPO's: tuned on the cooperative games with the dataclasses' values
+    # Not PPO's: tuned on the cooperative games with the dataclasses' values.
+    defaults: ClassVar[Mapping[str, Any]] = {}
     scales_rewards = False  # ppo.norm_reward=true is refused: not supported yet
 
     @classmethod

@@ -39,7 +39,7 @@ class PPO(OnPolicyAlgorithm):
     """Whether ``ppo.norm_reward=null`` (the default) scales the rewards."""
     defaults: ClassVar[Mapping[str, Any]] = {
         # Many small steps per sample, for tasks nobody tuned: over benchmarks/robustness.py's
-        # suite this regime's IQM was 0.64 against 0.30 for the dataclasses' values (128 x 16
+        # suite this regime's IQM was 0.67 against 0.30 for the dataclasses' values (128 x 16
         # samples, minibatches of 1,024, 3 epochs, lr 0.005), which the shipped configs of the
         # entity environments keep: those were tuned with them and learn faster in wall time.
         "rollout.num_envs": 16,
