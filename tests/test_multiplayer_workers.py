@@ -167,8 +167,18 @@ POCA = [
         POCA,
         [*SELFPLAY, "algo=ppo"],
         [*SELFPLAY, "algo=ppo", "env.id=Lanes", "env.decisions.period=2"],
+        [*SELFPLAY, "env.stack=3"],
+        [*POCA, "env.stack=2"],
     ],
-    ids=["selfplay", "selfplay-scripted", "poca", "ppo", "ppo-decisions"],
+    ids=[
+        "selfplay",
+        "selfplay-scripted",
+        "poca",
+        "ppo",
+        "ppo-decisions",
+        "selfplay-stacked",
+        "poca-stacked",
+    ],
 )
 def test_training_with_worker_processes_is_training_in_one(
     tmp_path: Path, overrides: list[str]
@@ -179,9 +189,12 @@ def test_training_with_worker_processes_is_training_in_one(
     assert_same_model(one["model"], two["model"])
 
 
-def test_a_resumed_run_with_worker_processes_continues_exactly(tmp_path: Path) -> None:
-    # The games' state is saved per worker and restored in the workers.
-    overrides = [*QUIET, *SELFPLAY, "rollout.processes=2", "total_timesteps=512"]
+@pytest.mark.parametrize("extra", [[], ["env.stack=2"]], ids=["plain", "stacked"])
+def test_a_resumed_run_with_worker_processes_continues_exactly(
+    tmp_path: Path, extra: list[str]
+) -> None:
+    # The games' state (and their stacks) is saved per worker and restored in the workers.
+    overrides = [*QUIET, *SELFPLAY, "rollout.processes=2", "total_timesteps=512", *extra]
     whole = load_config(None, [*overrides, f"log.run_dir={tmp_path / 'whole'}"], check_env=False)
     Trainer(whole).run()
     parts = load_config(None, [*overrides, f"log.run_dir={tmp_path / 'parts'}"], check_env=False)

@@ -49,8 +49,8 @@ GameFactory = Callable[[], MultiPlayerEnvironment]
 
 
 class MultiPlayerSettingError(ValueError):
-    """A way of vectorizing environments (observation stacking, Ray actors) that multi-player
-    games do not support yet."""
+    """A way of vectorizing environments (Ray actors, a wrapper that loses the seats) that
+    multi-player games do not support."""
 
 
 class MultiPlayerVecEnv(VecEnv):
@@ -80,6 +80,18 @@ class MultiPlayerVecEnv(VecEnv):
     def observations(self) -> list[Observation]:
         """Each row's latest observation, as its player got it (a player that has left: its
         last one, without actions)."""
+
+
+def keeps_seats(env: VecEnv, name: str) -> MultiPlayerVecEnv:
+    """``env``, a batch of the multi-player game ``name`` after a wrapper, if the wrapper kept
+    the game's seats; else MultiPlayerSettingError."""
+    if not isinstance(env, MultiPlayerVecEnv):
+        raise MultiPlayerSettingError(
+            f"wrap: {name} is a multi-player game, and the wrapper returned a "
+            f"{type(env).__name__}, which has lost the game's seats (expected a "
+            "MultiPlayerVecEnv, such as the wrapper entityrl.env.stacking.stacking(k) returns)"
+        )
+    return env
 
 
 class PlayerVecEnv(MultiPlayerVecEnv):

@@ -13,10 +13,15 @@ ProcessVecEnv's.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from entityrl.env.multiplayer_vec import GameFactory, MultiPlayerVecEnv, PlayerVecEnv
+from entityrl.env.multiplayer_vec import (
+    GameFactory,
+    MultiPlayerVecEnv,
+    PlayerVecEnv,
+    keeps_seats,
+)
 from entityrl.env.observation import Observation
 from entityrl.env.process_vec_env import DEFAULT_ANSWER_TIMEOUT, ProcessVecEnv
 from entityrl.env.vec_env import VecEnv
@@ -24,13 +29,13 @@ from entityrl.env.vec_env import VecEnv
 
 def _describe_game(envs: VecEnv, context: dict[str, Any]) -> tuple[Any, ...]:
     """In a worker: what the parent needs to know of the game."""
-    assert isinstance(envs, PlayerVecEnv)
-    return envs.name, envs.players, envs.group_names, envs.groups
+    games = keeps_seats(envs, "the game")
+    return games.name, games.players, games.group_names, games.groups
 
 
 def _observations(envs: VecEnv, context: dict[str, Any]) -> list[Observation]:
     """In a worker: each of its rows' latest observation."""
-    assert isinstance(envs, PlayerVecEnv)
+    assert isinstance(envs, MultiPlayerVecEnv)
     return envs.observations
 
 
@@ -39,7 +44,9 @@ class ProcessPlayerVecEnv(ProcessVecEnv, MultiPlayerVecEnv):
     (at most one per game), one row per (game, player) as in :class:`PlayerVecEnv`.
 
     ``make_game`` must be picklable (a module-level class or function, or a
-    :func:`functools.partial` of one). :attr:`observations` asks the workers for their rows'
+    :func:`functools.partial` of one), and so must ``wrap``, which wraps each worker's
+    :class:`PlayerVecEnv` in the worker and must keep its seats (e.g. observation stacking,
+    :func:`~entityrl.env.stacking.stacking`). :attr:`observations` asks the workers for their rows'
     observations (for scripted players; it costs a round trip)."""
 
     def __init__(
@@ -51,6 +58,7 @@ class ProcessPlayerVecEnv(ProcessVecEnv, MultiPlayerVecEnv):
         num_workers: int,
         validate: bool = False,
         start_method: str | None = None,
+        wrap: Callable[[VecEnv], VecEnv] | None = None,
         answer_timeout: float | None = DEFAULT_ANSWER_TIMEOUT,
     ) -> None:
         self._game_bounds: list[int] | None = None  # until the workers said how many players
@@ -61,6 +69,7 @@ class ProcessPlayerVecEnv(ProcessVecEnv, MultiPlayerVecEnv):
             num_workers=num_workers,
             validate=validate,
             start_method=start_method,
+            wrap=wrap,
             answer_timeout=answer_timeout,
             build=PlayerVecEnv,
         )

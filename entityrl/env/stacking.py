@@ -18,6 +18,10 @@ value first, then the values of the same entity (same id, same row) on earlier s
 * **Episode ends** clear the history of their row: the first observation of the next episode
   starts fresh, while the observation that ended a truncated episode (``VecObs.final``) is
   stacked with the history of the episode it ends.
+* **Multi-player games** (:class:`StackedPlayerVecEnv`): each (game, player) row keeps its own
+  history over the game's steps, whether or not its player had a move on each of them (in a
+  turn-based game, the steps it waited are in its history). A player that joins a game under
+  way starts fresh, as at an episode's start.
 
 Entities are matched by the int64 keys of :attr:`VecObs.ids` (which the batcher of a
 :class:`~entityrl.env.SerialVecEnv` fills when asked); environments that give none, such as
@@ -39,6 +43,8 @@ import numpy as np
 import numpy.typing as npt
 
 from entityrl.env import plain_state
+from entityrl.env.multiplayer_vec import MultiPlayerVecEnv
+from entityrl.env.observation import Observation
 from entityrl.env.spaces import Entity, ObsSpace
 from entityrl.env.vec_env import VecEnv
 from entityrl.env.vec_obs import VecObs
@@ -180,6 +186,41 @@ class StackedVecEnv(VecEnv):
         return self._last
 
 
+class StackedPlayerVecEnv(StackedVecEnv, MultiPlayerVecEnv):
+    """A batch of multi-player games with every row's features stacked ``k`` deep (see the
+    module docstring); its seats are the wrapped batch's. :attr:`observations` (what scripted
+    players read) are the games' own observations, not stacked: a scripted player is written
+    for the game as it is."""
+
+    def __init__(self, env: MultiPlayerVecEnv, k: int) -> None:
+        super().__init__(env, k)
+        self.games_env = env
+        self.name = env.name
+        self.players = env.players
+        self.num_games = env.num_games
+        self.group_names = env.group_names
+        self.groups = env.groups
+
+    @property
+    def observations(self) -> list[Observation]:
+        return self.games_env.observations
+
+    def _stack(self, obs: VecObs, fresh: npt.NDArray[np.bool_]) -> VecObs:
+        # A player that joins a game under way has no history in it: what its row showed
+        # before (nothing, as it was not in the game) must not read as its past.
+        if self._last is not None and obs.active is not None and self._last.active is not None:
+            fresh = fresh | (obs.active & ~self._last.active)
+        return super()._stack(obs, fresh)
+
+
+def stack(env: VecEnv, k: int) -> VecEnv:
+    """``env`` stacked ``k`` deep: a :class:`StackedPlayerVecEnv` for a batch of multi-player
+    games, else a :class:`StackedVecEnv`."""
+    if isinstance(env, MultiPlayerVecEnv):
+        return StackedPlayerVecEnv(env, k)
+    return StackedVecEnv(env, k)
+
+
 def stack_onto(
     obs: VecObs, history: _History | None, fresh: npt.NDArray[np.bool_], k: int
 ) -> tuple[VecObs, _History]:
@@ -255,4 +296,4 @@ def _stack_entities(
 
 def stacking(k: int) -> Callable[[VecEnv], VecEnv] | None:
     """The (picklable) wrapper that stacks ``k`` steps, None for ``k == 1``."""
-    return None if k == 1 else functools.partial(StackedVecEnv, k=k)
+    return None if k == 1 else functools.partial(stack, k=k)

@@ -16,7 +16,7 @@ from typing import Any
 from entityrl.env import BatchedEnvironment, Environment, ProcessVecEnv, SerialVecEnv, VecEnv
 from entityrl.env.decisions import Decisions, deciding
 from entityrl.env.multiplayer import MultiPlayerEnvironment
-from entityrl.env.multiplayer_vec import MultiPlayerSettingError, PlayerVecEnv
+from entityrl.env.multiplayer_vec import MultiPlayerSettingError, PlayerVecEnv, keeps_seats
 from entityrl.env.process_vec_env import DEFAULT_ANSWER_TIMEOUT
 from entityrl.envs.cherry_pick import CherryPick
 from entityrl.envs.cherry_pick_batched import CherryPickBatched
@@ -307,11 +307,6 @@ def _player_vec(
     process, or split over ``processes`` worker processes when ``processes > 1``."""
     target = factory.func if isinstance(factory, functools.partial) else factory
     name = getattr(target, "__name__", type(target).__name__)
-    if wrap is not None:
-        raise MultiPlayerSettingError(
-            f"env.stack: {name} is a multi-player game, for which observation stacking is not "
-            "supported yet (use env.stack=1)"
-        )
     if processes > 1:
         if num_games < processes:
             raise MultiPlayerSettingError(
@@ -328,9 +323,11 @@ def _player_vec(
             seed,
             num_workers=processes,
             validate=validate,
+            wrap=wrap,
             answer_timeout=answer_timeout,
         )
-    return PlayerVecEnv(factory, num_games, seed, validate=validate)
+    games = PlayerVecEnv(factory, num_games, seed, validate=validate)
+    return games if wrap is None else keeps_seats(wrap(games), name)
 
 
 __all__ = [
