@@ -20,6 +20,8 @@ const page = {
   view: null,
   obs: null,
   decision: null,
+  // Reads the continuous values a person entered in the decision's tables (view.js).
+  entered: null,
   total: 0,
   timer: null,
   rng: new Random(1),
@@ -128,7 +130,7 @@ function show() {
   } else {
     page.env.draw(ctx, page.decision);
   }
-  showDecision($("decision"), page.decision, page.policy.spaces, $("human").checked);
+  page.entered = showDecision($("decision"), page.decision, page.policy.spaces, $("human").checked);
   status(`return so far ${page.total.toFixed(3)}, value ${page.decision.value.toFixed(3)}${page.obs.done ? " (episode over: Reset)" : ""}`);
 }
 
@@ -142,11 +144,22 @@ async function step(actions = null) {
   if (page.obs.done) return;
   const human = $("human").checked;
   const deterministic = human || $("deterministic").checked;
-  const pick = human ? humanChoice : (probs) => choose(probs, page.rng, deterministic);
-  const draw = (mean, std) => gaussianValues(mean, std, page.rng, deterministic);
-  page.obs = page.env.act(actions ?? toActions(page.decision, page.policy.spaces, pick, draw));
+  const chosen = actions ?? toActions(page.decision, page.policy.spaces, ...chooser(human, deterministic));
+  page.obs = page.env.act(chosen);
   page.total += page.obs.reward;
   await refresh();
+}
+
+// How to pick each actor's choice and continuous values: the person's (read, and validated,
+// before anything is taken: a wrong value steps nothing), or the policy's.
+function chooser(human, deterministic) {
+  if (human) {
+    const entered = page.entered();
+    return [humanChoice, (mean, std, name, actor) => entered[name][actor]];
+  }
+  const pick = (probs) => choose(probs, page.rng, deterministic);
+  const draw = (mean, std) => gaussianValues(mean, std, page.rng, deterministic);
+  return [pick, draw];
 }
 
 function stopRunning() {

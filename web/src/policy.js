@@ -162,15 +162,15 @@ function clipped(values, space) {
   return values.map((v, i) => Math.min(Math.max(v, space.low[i]), space.high[i]));
 }
 
-// Chosen indices (pick) and continuous values (draw) -> the actions an environment takes
-// (entity ids, not indices).
+// Chosen indices (pick(probs, name, actor)) and continuous values (draw(mean, std, name,
+// actor)) -> the actions an environment takes (entity ids, not indices; values clipped).
 export function toActions(decision, spaces, pick, draw = (mean) => Array.from(mean)) {
   const actions = {};
   for (const [name, space] of Object.entries(spaces.actions)) {
     const { actors, actees, probs, mean, std } = decision.actions[name];
     if (!actors.length) continue;
     if (isGaussian(space)) {
-      const values = mean.map((m) => clipped(draw(m, std), space));
+      const values = mean.map((m, a) => clipped(draw(m, std, name, a), space));
       actions[name] = space.kind === CONTINUOUS ? { actors, values } : { values: values[0] };
       continue;
     }
