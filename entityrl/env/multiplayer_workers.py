@@ -1,19 +1,20 @@
-"""Multi-player games stepped in worker processes.
+"""Multi-player games stepped in worker processes or Ray actors.
 
-:class:`ProcessPlayerVecEnv` is a :class:`~entityrl.env.process_vec_env.ProcessVecEnv` whose
-workers each run a :class:`~entityrl.env.multiplayer_vec.PlayerVecEnv` over a contiguous block
-of games: worker ``k`` steps games ``a..b``, which are rows ``a * players .. (b + 1) * players - 1``
-of the batch, so the rows, their order and everything the batch carries (``active``,
-``game_over``, ``group_reward``, the finished games' metrics in row order) are those of one
+:class:`ProcessPlayerVecEnv` is a :class:`~entityrl.env.process_vec_env.ProcessVecEnv`, and
+:class:`RayPlayerVecEnv` a :class:`~entityrl.env.ray_vec_env.RayVecEnv`, whose workers each run
+a :class:`~entityrl.env.multiplayer_vec.PlayerVecEnv` over a contiguous block of games: worker
+``k`` steps games ``a..b``, which are rows ``a * players .. (b + 1) * players - 1`` of the
+batch, so the rows, their order and everything the batch carries (``active``, ``game_over``,
+``group_reward``, the finished games' metrics in row order) are those of one
 :class:`PlayerVecEnv` over all the games. With ``seed``, game ``i`` is seeded with
 ``seed + i`` as there, so the same seed plays the same games with any number of workers.
 Starting, bounded waits, errors (one line naming the worker and its games) and closing are
-ProcessVecEnv's.
+those of the worker pool.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from entityrl.env.multiplayer_vec import (
@@ -23,7 +24,8 @@ from entityrl.env.multiplayer_vec import (
     keeps_seats,
 )
 from entityrl.env.observation import Observation
-from entityrl.env.process_vec_env import DEFAULT_ANSWER_TIMEOUT, ProcessVecEnv
+from entityrl.env.process_vec_env import ProcessVecEnv
+from entityrl.env.ray_vec_env import RayVecEnv
 from entityrl.env.vec_env import VecEnv
 
 
@@ -39,40 +41,23 @@ def _observations(envs: VecEnv, context: dict[str, Any]) -> list[Observation]:
     return envs.observations
 
 
-class ProcessPlayerVecEnv(ProcessVecEnv, MultiPlayerVecEnv):
-    """``num_games`` copies of a multi-player game split over ``num_workers`` worker processes
-    (at most one per game), one row per (game, player) as in :class:`PlayerVecEnv`.
-
+class _GameWorkers(ProcessVecEnv, MultiPlayerVecEnv):
+    """A pool of workers (of the pool class it is mixed with) that each run a
+    :class:`PlayerVecEnv` over a block of whole games: its rows are (game, player) seats.
     ``make_game`` must be picklable (a module-level class or function, or a
     :func:`functools.partial` of one), and so must ``wrap``, which wraps each worker's
     :class:`PlayerVecEnv` in the worker and must keep its seats (e.g. observation stacking,
-    :func:`~entityrl.env.stacking.stacking`). :attr:`observations` asks the workers for their rows'
-    observations (for scripted players; it costs a round trip)."""
+    :func:`~entityrl.env.stacking.stacking`); the other keyword arguments are the pool's.
+    :attr:`observations` asks the workers for their rows' observations (for scripted
+    players; it costs a round trip)."""
+
+    _WORKER = ("game worker", "games")
+    _game_bounds: list[int] | None = None  # until the workers said how many players
 
     def __init__(
-        self,
-        make_game: GameFactory,
-        num_games: int,
-        seed: int | None = None,
-        *,
-        num_workers: int,
-        validate: bool = False,
-        start_method: str | None = None,
-        wrap: Callable[[VecEnv], VecEnv] | None = None,
-        answer_timeout: float | None = DEFAULT_ANSWER_TIMEOUT,
+        self, make_game: GameFactory, num_games: int, seed: int | None = None, **pool: Any
     ) -> None:
-        self._game_bounds: list[int] | None = None  # until the workers said how many players
-        super().__init__(
-            make_game,  # type: ignore[arg-type]
-            num_games,
-            seed,
-            num_workers=num_workers,
-            validate=validate,
-            start_method=start_method,
-            wrap=wrap,
-            answer_timeout=answer_timeout,
-            build=PlayerVecEnv,
-        )
+        super().__init__(make_game, num_games, seed, build=PlayerVecEnv, **pool)  # type: ignore[arg-type]
         try:
             self.name, self.players, self.group_names, self.groups = self.call(
                 _describe_game, [()] * self.num_workers
@@ -80,16 +65,15 @@ class ProcessPlayerVecEnv(ProcessVecEnv, MultiPlayerVecEnv):
         except BaseException:
             self.close()
             raise
-        # ProcessVecEnv split the games; its rows are (game, player) seats.
+        # The pool split the games; its rows are (game, player) seats.
         seats = len(self.players)
         self._game_bounds = self.bounds
         self.bounds = [b * seats for b in self._game_bounds]
         self.num_games = num_games
         self.num_envs = num_games * seats
 
-    def _describe(self, k: int) -> str:
-        games = self._game_bounds if self._game_bounds is not None else self.bounds
-        return f"game worker {k} (games {games[k]}..{games[k + 1] - 1})"
+    def _shares(self) -> list[int]:
+        return self.bounds if self._game_bounds is None else self._game_bounds
 
     @property
     def observations(self) -> list[Observation]:
@@ -99,4 +83,16 @@ class ProcessPlayerVecEnv(ProcessVecEnv, MultiPlayerVecEnv):
         return [obs for part in parts for obs in part]
 
 
-__all__ = ["ProcessPlayerVecEnv"]
+class ProcessPlayerVecEnv(_GameWorkers):
+    """``num_games`` copies of a multi-player game split over ``num_workers`` worker processes
+    (at most one per game; keyword arguments as :class:`ProcessVecEnv`'s), one row per (game,
+    player) as in :class:`PlayerVecEnv`."""
+
+
+class RayPlayerVecEnv(_GameWorkers, RayVecEnv):
+    """``num_games`` copies of a multi-player game split over ``num_workers`` Ray actors of
+    the cluster at ``address`` (keyword arguments as :class:`RayVecEnv`'s, which spreads them
+    over the nodes), one row per (game, player) as in :class:`PlayerVecEnv`."""
+
+
+__all__ = ["ProcessPlayerVecEnv", "RayPlayerVecEnv"]

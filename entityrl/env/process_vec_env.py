@@ -291,8 +291,17 @@ class ProcessVecEnv(VecEnv):
         return sizes.tolist()
 
     # ------------------------------------------------------------------ protocol
+    # How messages name a worker and what it holds.
+    _WORKER = ("environment worker", "environments")
+
+    def _shares(self) -> list[int]:
+        """Where each worker's share starts, in the units :attr:`_WORKER` names (and the end)."""
+        return self.bounds
+
     def _describe(self, k: int) -> str:
-        return f"environment worker {k} (environments {self.bounds[k]}..{self.bounds[k + 1] - 1})"
+        worker, units = self._WORKER
+        bounds = self._shares()
+        return f"{worker} {k} ({units} {bounds[k]}..{bounds[k + 1] - 1})"
 
     def _receive(self, k: int, doing: str, *, fatal: bool = True) -> Any:
         """Worker ``k``'s answer. An exception in the worker closes this ProcessVecEnv (its

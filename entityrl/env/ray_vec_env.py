@@ -24,7 +24,7 @@ from entityrl.env.process_vec_env import (
     ProcessVecEnv,
     WorkerEnvs,
 )
-from entityrl.env.vec_env import EnvFactory, VecEnv
+from entityrl.env.vec_env import EnvFactory, SerialVecEnv, VecEnv
 
 _CLOSE_SECONDS = 5.0
 """How long closing waits for an actor to close its environments before killing it."""
@@ -93,8 +93,9 @@ class _EnvActor:
         seed_offset: int,
         validate: bool,
         wrap: Callable[[VecEnv], VecEnv] | None,
+        build: Callable[..., VecEnv],
     ) -> None:
-        self.worker = WorkerEnvs(make_env, num_envs, seed, seed_offset, validate, wrap)
+        self.worker = WorkerEnvs(make_env, num_envs, seed, seed_offset, validate, wrap, build)
 
     def started(self) -> tuple[tuple[str, Any], str, int]:
         """The answer to building the environments, the node this actor runs on and its pid."""
@@ -131,6 +132,7 @@ class RayVecEnv(ProcessVecEnv):
         wrap: Callable[[VecEnv], VecEnv] | None = None,
         answer_timeout: float | None = DEFAULT_ANSWER_TIMEOUT,
         address: str | None = None,
+        build: Callable[..., VecEnv] = SerialVecEnv,
     ) -> None:
         sizes = self._split(num_envs, num_workers, answer_timeout)
         self._actors: list[Any] = []
@@ -138,7 +140,7 @@ class RayVecEnv(ProcessVecEnv):
         ray = _ray()
         actor = ray.remote(num_cpus=1, scheduling_strategy="SPREAD", max_restarts=0)(_EnvActor)
         self._actors = [
-            actor.remote(make_env, size, seed, self.bounds[k], validate, wrap)
+            actor.remote(make_env, size, seed, self.bounds[k], validate, wrap, build)
             for k, size in enumerate(sizes)
         ]
         self._nodes: list[str | None] = [None] * len(sizes)

@@ -17,6 +17,7 @@ from entityrl.env import BatchedEnvironment, Environment, ProcessVecEnv, SerialV
 from entityrl.env.decisions import Decisions, deciding
 from entityrl.env.multiplayer import MultiPlayerEnvironment
 from entityrl.env.multiplayer_vec import MultiPlayerSettingError, PlayerVecEnv, keeps_seats
+from entityrl.env.multiplayer_workers import ProcessPlayerVecEnv, RayPlayerVecEnv
 from entityrl.env.process_vec_env import DEFAULT_ANSWER_TIMEOUT
 from entityrl.envs.cherry_pick import CherryPick
 from entityrl.envs.cherry_pick_batched import CherryPickBatched
@@ -258,12 +259,16 @@ def vectorize(
     if decisions is not None and decisions.enabled:
         factory = functools.partial(deciding, factory, decisions)
     if games:
-        if backend != "local":
-            raise MultiPlayerSettingError(
-                f"rollout.backend={backend}: multi-player games step in the training process "
-                "(use rollout.backend=local)"
-            )
-        return _player_vec(factory, num_envs, seed, processes, validate, wrap, answer_timeout)  # type: ignore[arg-type]
+        return _player_vec(
+            factory,  # type: ignore[arg-type]
+            num_envs,
+            seed,
+            processes,
+            validate,
+            wrap,
+            answer_timeout,
+            functools.partial(RayPlayerVecEnv, address=ray_address) if backend == "ray" else None,
+        )
     workers: Callable[..., VecEnv] | None = ProcessVecEnv if processes > 1 else None
     if backend == "ray":
         from entityrl.env.ray_vec_env import RayVecEnv
@@ -302,12 +307,14 @@ def _player_vec(
     validate: bool,
     wrap: Callable[[VecEnv], VecEnv] | None,
     answer_timeout: float | None = DEFAULT_ANSWER_TIMEOUT,
+    actors: Callable[..., VecEnv] | None = None,
 ) -> VecEnv:
     """``num_games`` games of a multi-player environment, one row per (game, player): in this
-    process, or split over ``processes`` worker processes when ``processes > 1``."""
+    process, or split over ``processes`` worker processes when ``processes > 1``, or over
+    ``processes`` workers that ``actors`` makes (Ray actors)."""
     target = factory.func if isinstance(factory, functools.partial) else factory
     name = getattr(target, "__name__", type(target).__name__)
-    if processes > 1:
+    if processes > 1 or actors is not None:
         if num_games < processes:
             raise MultiPlayerSettingError(
                 f"rollout.processes={processes}: {name} is a multi-player game, split over the "
@@ -315,9 +322,8 @@ def _player_vec(
                 "games (rollout.num_envs, per training process when world_size > 1); use at "
                 f"most {num_games} processes or more games"
             )
-        from entityrl.env.multiplayer_workers import ProcessPlayerVecEnv
-
-        return ProcessPlayerVecEnv(
+        workers = actors or ProcessPlayerVecEnv
+        return workers(
             factory,
             num_games,
             seed,

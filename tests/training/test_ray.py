@@ -9,6 +9,7 @@ namespaces are unavailable.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -25,7 +26,12 @@ import pytest
 
 NODES = 2
 CPUS_PER_NODE = 2
-SCENARIO_SECONDS = 240
+SCENARIO_SECONDS = 300
+GAME = [
+    "env.id=CoinDuel", "algo=selfplay", "rollout.num_envs=4", "rollout.steps=16", "optim.bs=32",
+    "net.d_model=16", "total_timesteps=192", "selfplay.snapshot_every=64",
+    "selfplay.swap_every=64", "seed=3",
+]  # fmt: skip
 
 
 # ------------------------------------------------------------------ in the namespace
@@ -54,6 +60,28 @@ def _train(address: str, run_dir: Path, mode: str) -> dict[str, Any]:
     nodes = sorted(set(trainer.env.nodes))  # type: ignore[attr-defined]
     result = trainer.run()
     return {"steps": result.steps, "nodes": nodes}
+
+
+def _train_game(address: str | None, run_dir: Path) -> dict[str, Any]:
+    """A few iterations of self-play on CoinDuel with its games in two workers: Ray actors of
+    the cluster at ``address`` (None: worker processes here); the trained weights' digest."""
+    from entityrl.training.checkpoint import load_checkpoint
+    from entityrl.training.config import load_config
+    from entityrl.training.runner import Trainer
+
+    backend = ["rollout.backend=local"] if address is None else [
+        "rollout.backend=ray", f"rollout.ray_address={address}"
+    ]  # fmt: skip
+    overrides = [
+        *GAME, "rollout.processes=2", *backend, f"log.run_dir={run_dir}",
+        "log.tensorboard=false", "log.progress=false", "torch_threads=1",
+    ]  # fmt: skip
+    trainer = Trainer(load_config(None, overrides, check_env=False))
+    nodes = sorted(set(getattr(trainer.env, "nodes", [])))
+    result = trainer.run()
+    model = load_checkpoint(run_dir)["model"]
+    digest = hashlib.sha256(b"".join(model[k].numpy().tobytes() for k in sorted(model)))
+    return {"steps": result.steps, "nodes": nodes, "digest": digest.hexdigest()}
 
 
 def _kill(address: str) -> dict[str, Any]:
@@ -108,6 +136,7 @@ def _scenarios() -> dict[str, Any]:
             return {
                 "sync": _train(cluster.address, Path(tmp, "sync"), "sync"),
                 "async": _train(cluster.address, Path(tmp, "async"), "async"),
+                "game": _train_game(cluster.address, Path(tmp, "game")),
                 "kill": _kill(cluster.address),
                 "stuck": _stuck(cluster.address),
             }
@@ -176,19 +205,22 @@ def test_an_actor_that_does_not_answer_is_killed_and_reported(outcome: dict[str,
     assert seconds < 30
 
 
-def test_backend_is_checked_and_multiplayer_games_are_refused() -> None:
-    from entityrl.env.multiplayer_vec import MultiPlayerSettingError
-    from entityrl.envs import make_vec
+def test_self_play_with_its_games_in_actors_trains_as_with_worker_processes(
+    outcome: dict[str, Any], tmp_path: Path
+) -> None:
+    game = outcome["game"]
+    assert game["steps"] == 192
+    assert all(node.startswith("127.0.0.1 ") for node in game["nodes"]) and game["nodes"]
+    assert game["digest"] == _train_game(None, tmp_path / "local")["digest"]
+
+
+def test_the_backend_is_checked() -> None:
     from entityrl.training.config import load_config
 
     with pytest.raises(
         ValueError, match=re.escape("rollout.backend must be 'local' or 'ray', got 'mpi'")
     ):
         load_config("CherryPick", ["rollout.backend=mpi"])
-    with pytest.raises(
-        MultiPlayerSettingError, match=re.escape("rollout.backend=ray: multi-player")
-    ):
-        make_vec("RockPaperScissorsDuel", 2, backend="ray")
 
 
 def test_an_address_where_no_cluster_answers_is_reported_at_once() -> None:
