@@ -100,7 +100,7 @@ def test_continuous_actions_are_recorded_with_every_component(tmp_path) -> None:
 def test_images_are_recorded_with_each_step_as_base64_of_their_bytes(tmp_path) -> None:
     env = SerialVecEnv(Glimpse, 2, seed=0)
     out = io.StringIO()
-    recording = RecordingEnv(env, out, {"id": "image_envs:Glimpse", "kwargs": {}})
+    recording = RecordingEnv(env, out, {"id": "nn.image_envs:Glimpse", "kwargs": {}})
     evaluate(RandomPolicy(env.action_space, seed=0), recording, episodes=2)
     path = tmp_path / "episodes.jsonl"
     path.write_text(out.getvalue())

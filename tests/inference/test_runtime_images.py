@@ -9,12 +9,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 from export.torch_reference import sharpened, untrained_agent
-from inference.test_runtime import WITHOUT_TORCH, plain, run_without_torch
+from inference.test_runtime import WITHOUT_TORCH, plain, run_without_torch, tiny_run
 from nn.image_envs import ACTIONS, SPACE, LitLamp, with_images
 
+from entityrl.cli.main import main
 from entityrl.env import Batcher, EnvValidationError, Observation
 from entityrl.export import export_onnx
 from entityrl.inference import load
+from entityrl.training import load_agent
 
 pytest.importorskip("onnxruntime", reason="the runtime needs onnxruntime (the 'inference' extra)")
 
@@ -113,3 +115,22 @@ print("ok")
 
 def test_image_policies_run_without_torch(image_model: Path) -> None:
     run_without_torch(BLOCKED_IMAGES, image_model)
+
+
+def test_an_image_run_exports_from_the_command_line_and_acts_as_trained(tmp_path: Path) -> None:
+    run_dir = tiny_run(
+        "nn.image_envs:LitLamp",
+        tmp_path,
+        "rollout.num_envs=8",
+        "total_timesteps=64",
+        "net.image_encoder=impala",
+    )
+    assert main(["export", str(run_dir)]) == 0
+    agent = load_agent(run_dir, deterministic=True)
+    policy = load(run_dir / "agent.onnx", deterministic=True)
+    assert policy.obs_space.images == agent.obs_space.images
+    observations = lamp_observations(8)
+    batcher = Batcher(agent.obs_space, agent.action_space)
+    want = plain(batcher.unbatch(agent.act(batcher.batch(observations)), observations))
+    assert plain(policy.act_batch(observations)) == want
+    assert plain([policy.act(obs) for obs in observations]) == want

@@ -28,7 +28,7 @@ def test_images_read_back_as_recorded(tmp_path: Path) -> None:
     env = SerialVecEnv(Glimpse, 3, seed=0)
     policy = RandomPolicy(env.action_space, seed=0)
     seen = []
-    with RecordingVecEnv(env, path, env_id="image_envs:Glimpse") as recording:
+    with RecordingVecEnv(env, path, env_id="nn.image_envs:Glimpse") as recording:
         obs = recording.reset()
         for _ in range(7):  # two episodes of 3 steps per environment, the third cut off
             seen.append(obs)
@@ -58,11 +58,11 @@ def test_bc_learns_from_recorded_images(tmp_path: Path) -> None:
     (return 1.0; a random policy's 0.5) must read both."""
     demos = tmp_path / "demo.arrow"
     env = SerialVecEnv(LitLamp, 8, seed=0)
-    record(FunctionExpert(pick_the_lit_lamp, env), env, demos, 256, env_id="image_envs:LitLamp")
+    record(FunctionExpert(pick_the_lit_lamp, env), env, demos, 256, env_id="nn.image_envs:LitLamp")
     assert Recording(demos).obs_space.images == LitLamp().obs_space().images
     run_dir = tmp_path / "bc"
     train(
-        "image_envs:LitLamp",
+        "nn.image_envs:LitLamp",
         overrides=["log.tensorboard=false", "log.progress=false", "torch_threads=1",
                    "net.d_model=16", "net.n_head=1", "net.n_layer=1", "algo=bc",
                    f"bc.demos=[{demos}]", "bc.epochs=20", "bc.eval_episodes=0", "optim.bs=64",
