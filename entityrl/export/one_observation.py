@@ -5,7 +5,8 @@
 bookkeeping collapses: the entities are the types' rows concatenated (then the global token),
 attention runs over all of them, and actors and candidates are plain indices. This module
 computes that case with the network's own modules and parameters, in float32, taking the
-inputs of :mod:`entityrl.inference.signature`.
+inputs of :mod:`entityrl.inference.signature`. Each image input becomes its tokens by the
+network's own encoder; they sit between the entities and the global token.
 
 Build the network inside :func:`entityrl.nn.kernels.build.torch_path` so that its modules run
 plain torch while traced.
