@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from itertools import chain
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -19,11 +20,11 @@ from entityrl.env.actions.kind import Unbatching
 from entityrl.env.entities import EntityID, named_entities
 from entityrl.env.observation import Action, Observation
 from entityrl.env.rows import fill_rows, stack_rows
-from entityrl.env.spaces import ActionSpace, ObsSpace
+from entityrl.env.spaces import ActionSpace, Image, ObsSpace
 from entityrl.env.vec_obs import VecObs
 from entityrl.ragged import RaggedArray, ranges
 
-__all__ = ["ActionConstructor", "Batcher", "Selection"]
+__all__ = ["ActionConstructor", "Batcher", "Selection", "checked_image"]
 
 Selection = tuple[Sequence[EntityID] | None, Sequence[str] | None] | None
 """Which entities of a row an actor or actee specification names: ``(ids, types)``, or None
@@ -129,16 +130,22 @@ class Batcher:
 
     def _images(self, observations: Sequence[Observation]) -> dict[str, npt.NDArray]:
         """Per declared image, every observation's stacked ``(rows, height, width, channels)``;
-        a ValueError (which the step checks explain with the validator's message) where one is
-        missing or has another shape or dtype, instead of a silent cast."""
+        a ValueError (which the step checks explain with the validator's message) naming the
+        first observation whose image is missing or has another shape or dtype, instead of a
+        silent cast."""
         images = {}
         for name, image in self.images.items():
-            stacked = np.stack([obs.images[name] for obs in observations])
-            if stacked.shape[1:] != image.shape or stacked.dtype != image.dtype:
-                raise ValueError(
-                    f"image {name!r}: expected {image.shape} of {image.dtype}, got "
-                    f"{stacked.shape[1:]} of {stacked.dtype}"
-                )
+            given = [obs.images.get(name) for obs in observations]
+            try:
+                stacked = np.stack(given)
+            except (ValueError, TypeError):  # shapes differ: the first culprit says which
+                stacked = None
+            if stacked is None or stacked.shape[1:] != image.shape or stacked.dtype != image.dtype:
+                for row, pixels in enumerate(given):
+                    try:
+                        checked_image(name, pixels, image)
+                    except ValueError as err:
+                        raise ValueError(f"observation {row}: {err}") from None
             images[name] = stacked
         return images
 
@@ -292,3 +299,17 @@ def _entity_keys(ids: Sequence[EntityID]) -> npt.NDArray[np.int64]:
 def _digest(entity_id: EntityID) -> int:
     digest = hashlib.blake2b(repr(entity_id).encode(), digest_size=8).digest()
     return int.from_bytes(digest, "little", signed=True)
+
+
+def checked_image(
+    name: str, pixels: Any, image: Image, rows: tuple[int, ...] = ()
+) -> npt.NDArray[Any]:
+    """``pixels`` if it is an array of ``rows`` images of ``image``'s shape and dtype; else a
+    ValueError naming image ``name``, what was expected and what came (no silent cast)."""
+    if isinstance(pixels, np.ndarray):
+        if pixels.shape == (*rows, *image.shape) and pixels.dtype == image.dtype:
+            return pixels
+        got = f"{pixels.shape[len(rows) :]} of {pixels.dtype}"
+    else:
+        got = "none" if pixels is None else type(pixels).__name__
+    raise ValueError(f"image {name!r}: expected {image.shape} of {image.dtype}, got {got}")

@@ -54,17 +54,6 @@ def spaces_from_data(data: dict[str, Any]) -> tuple[ObsSpace, dict[str, ActionSp
     return obs_space, actions
 
 
-def images_unsupported(obs_space: ObsSpace, what: str) -> str | None:
-    """The message refusing ``what`` (a feature that does not carry images yet) for a space
-    with images, or None for a space without."""
-    if not obs_space.images:
-        return None
-    return (
-        f"{what} does not handle observations with images yet; expected an observation space "
-        f"of entities and global features only, got images {list(obs_space.images)}"
-    )
-
-
 def space_differences(ours: Spaces, env: Spaces, who: str = "the agent") -> list[str]:
     """How the environment's (observation space, action spaces) differ from ``ours``, those
     that ``who`` (the agent, the recording) expects."""

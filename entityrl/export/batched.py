@@ -8,7 +8,9 @@ each entity type's entities of every observation come concatenated, as in a
 observation. Per-entity layers, attention and pooling run on that grid, with every row's
 global token and one padding entity appended (columns ``-2`` and ``-1``); actors and
 candidates are positions in the flattened grid. This module computes that with the network's
-own modules and parameters, in float32.
+own modules and parameters, in float32. Each observation's image tokens (``image/<name>``
+inputs) follow as further columns of its grid row, after the padding entity: actor and
+candidate positions, which count the first ``width + 2`` columns, stay as they are.
 
 Build the network inside :func:`entityrl.nn.kernels.build.torch_path` so that its modules run
 plain torch while traced.
@@ -28,6 +30,7 @@ from entityrl.export.one_observation import (
     embed_types,
     gaussian,
     goal_context,
+    image_tokens,
     layer_norm,
     mlp,
     one_hot,
@@ -54,22 +57,27 @@ class BatchedPolicy(ExportedGraph):
 
     def __init__(self, net: RogueNet) -> None:
         super().__init__(net, signature.batched_input_specs, signature.batched_output_specs)
+        images = net.encoder.images
+        self.cells = 0 if images is None else sum(images.cells.values())
+        """Image tokens per observation, in the columns after the padding entity."""
 
     def forward(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
         inputs = dict(zip(self.input_names, tensors, strict=True))
         net = self.net
-        grid = _grid(net.encoder.embedding, inputs)
+        grid = _grid(net.encoder.embedding, inputs, self.cells)
         x = _encode(net.encoder, inputs, grid)
         next_state = None
         if net.memory is not None:
             next_state = net.memory.step(_mean(x, grid.real), inputs[signature.STATE])
             x = x + net.memory.proj(next_state)[:, None]
-        flat = x.reshape(-1, x.shape[-1])
+        # Image tokens never act: the actors' positions count the columns before them.
+        slots = x[:, : -self.cells] if self.cells else x
+        flat = slots.reshape(-1, x.shape[-1])
         outputs = []
         for name, layout in self.layouts.items():
             head = net.heads[_key(name)]
             if layout in (signature.Layout.GLOBAL, signature.Layout.GLOBAL_VALUES):
-                acting = x[:, GLOBAL_COLUMN]
+                acting = slots[:, GLOBAL_COLUMN]
             else:
                 acting = flat.index_select(0, inputs[signature.actors_input(name)])
             if layout.gaussian:
@@ -103,14 +111,28 @@ class _Grid:
     """Where every entity goes, shared by every pass over the batch.
 
     Entities are numbered in a table: every type's entities (the inputs' rows, type after
-    type), the padding entity, then with a global token one per observation."""
+    type), the padding entity, then with a global token one per observation. The ``cells``
+    image tokens of each row follow its slots (they are in no table)."""
 
     index: torch.Tensor  # (rows, slots): each slot's entity in the table
-    real: torch.Tensor  # (rows, slots): the slot holds an entity or the global token
+    real: torch.Tensor  # (rows, slots + cells): the slot holds an entity, global or image token
+    cells: int
+
+    def gather(self, table: torch.Tensor, ones: bool) -> torch.Tensor:
+        """``(rows, slots + cells, ...)``: each slot's entry of ``table``, ones (True) in the
+        image tokens' columns if ``ones``, else zeros (False)."""
+        found = table[self.index]
+        if not self.cells:
+            return found
+        # (new_full does not trace for every dtype; ones_like and zeros_like do.)
+        tail = (torch.ones_like if ones else torch.zeros_like)(found[:, :1])
+        expanded = tail.expand(-1, self.cells, *found.shape[2:])
+        return torch.cat([found, expanded], dim=1)
 
 
-def _grid(embedding: EntityEmbedding, inputs: dict[str, torch.Tensor]) -> _Grid:
-    """``slots`` with each row's global token and padding entity appended."""
+def _grid(embedding: EntityEmbedding, inputs: dict[str, torch.Tensor], cells: int) -> _Grid:
+    """``slots`` with each row's global token and padding entity appended, and ``cells`` image
+    tokens after them."""
     slots = inputs[signature.SLOTS]
     feats = [inputs[signature.features_input(name)] for name in embedding.entity_names]
     # The padding entity's number, the count of entities: summed from ones so that it traces
@@ -121,7 +143,10 @@ def _grid(embedding: EntityEmbedding, inputs: dict[str, torch.Tensor]) -> _Grid:
     column = rows * 0 + padding
     global_ = column + 1 + rows if embedding.global_token else column
     index = torch.cat([slots, global_, column], dim=1)
-    return _Grid(index, index != padding)
+    real = index != padding
+    if cells:
+        real = torch.cat([real, torch.ones_like(real[:, :1]).expand(-1, cells)], dim=1)
+    return _Grid(index, real, cells)
 
 
 def _table(parts: list[torch.Tensor], padding: torch.Tensor, has_global: bool) -> torch.Tensor:
@@ -153,9 +178,16 @@ def _encode(encoder: Encoder, inputs: dict[str, torch.Tensor], grid: _Grid) -> t
     raw = _raw_features(embedding, inputs, grid)
     has_global = embedding.global_token
     table = _table(embed_types(embedding, raw), torch.zeros(1, embedding.d_model), has_global)
-    rows, slots = grid.index.shape
+    rows, slots = grid.real.shape
     # One row per slot: the linear layers see a matrix (a Gemm with its bias, in onnxruntime).
     x = table[grid.index.reshape(-1)]
+    tokens = image_tokens(encoder, inputs)
+    if tokens:  # (rows * cells, d_model) each: every row's after its slots
+        x = torch.cat(
+            [x.reshape(rows, -1, embedding.d_model)]
+            + [t.reshape(rows, -1, embedding.d_model) for t in tokens],
+            dim=1,
+        ).reshape(rows * slots, -1)
     goal = goal_context(encoder, inputs)
     if goal is not None:  # each slot its observation's context
         goal = goal[:, None].expand(rows, slots, -1).reshape(rows * slots, -1)
@@ -163,7 +195,7 @@ def _encode(encoder: Encoder, inputs: dict[str, torch.Tensor], grid: _Grid) -> t
     flags = [inputs[signature.VISIBLE]]
     if has_global:
         flags.append(torch.ones(grid.index.shape[0], dtype=torch.bool))
-    visible = _table(flags, torch.ones(1, dtype=torch.bool), has_global)[grid.index]
+    visible = grid.gather(_table(flags, torch.ones(1, dtype=torch.bool), has_global), ones=True)
     real = grid.real
     bias = attention_bias(visible[:, :, None], visible[:, None, :], real)
     context = _AttentionInputs(bias[:, None])
@@ -301,9 +333,10 @@ def _offsets(
             present.append(count * 0)
         kinds.append(count * t)
     has_global = "__global__" in raw
-    p = _table(positions, torch.zeros(1, dims), has_global)[grid.index]
-    has = _table(present, torch.zeros(1), has_global)[grid.index] > 0
-    kind = _table(kinds, torch.zeros(1), has_global)[grid.index]
+    # Image tokens have no position and count as type 0, as in the network.
+    p = grid.gather(_table(positions, torch.zeros(1, dims), has_global), ones=False)
+    has = grid.gather(_table(present, torch.zeros(1), has_global), ones=False) > 0
+    kind = grid.gather(_table(kinds, torch.zeros(1), has_global), ones=False)
     rel = torch.round((p[:, None, :, :] - p[:, :, None, :]) / config.scale)
     extent = relpos.extent.to(p.dtype)
     rel = torch.maximum(torch.minimum(rel, extent), -extent) + extent

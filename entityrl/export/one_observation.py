@@ -5,7 +5,8 @@
 bookkeeping collapses: the entities are the types' rows concatenated (then the global token),
 attention runs over all of them, and actors and candidates are plain indices. This module
 computes that case with the network's own modules and parameters, in float32, taking the
-inputs of :mod:`entityrl.inference.signature`.
+inputs of :mod:`entityrl.inference.signature`. Each image input becomes its tokens by the
+network's own encoder; they sit between the entities and the global token.
 
 Build the network inside :func:`entityrl.nn.kernels.build.torch_path` so that its modules run
 plain torch while traced.
@@ -157,17 +158,19 @@ def _encode(encoder: Encoder, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
     MatMul fails on empty ones: observations without entities) and every reshape's entity
     count inferable, and it is dropped at the end."""
     raw = _raw_features(encoder.embedding, inputs)
-    # One concatenation of the types and the padding entity (one node, not two).
-    x = torch.cat([*embed_types(encoder.embedding, raw), torch.zeros(1, encoder.embedding.d_model)])
+    has_global = encoder.embedding.global_token
+    tokens = image_tokens(encoder, inputs)
+    cells = sum(t.shape[0] for t in tokens)  # fixed by the image shapes: one observation
+    # One concatenation of the types, the image tokens and the padding entity (one node).
+    parts = before_global(embed_types(encoder.embedding, raw), tokens, has_global)
+    x = torch.cat([*parts, torch.zeros(1, encoder.embedding.d_model)])
     goal = goal_context(encoder, inputs)
     if goal is not None:  # every entity (the padding one too: nothing sees it) gets it
         goal = goal.expand(x.shape[0], -1)
         x = condition(encoder, x, goal, 0)
-    context = _AttentionInputs(
-        _padded_bias(inputs[signature.VISIBLE], encoder.embedding.global_token)
-    )
+    context = _AttentionInputs(_padded_bias(inputs[signature.VISIBLE], has_global, cells))
     if encoder.relpos is not None:
-        context.offset_keys, context.offset_values = _offsets(encoder.relpos, raw)
+        context.offset_keys, context.offset_values = _offsets(encoder.relpos, raw, cells)
     for site, block in enumerate(encoder.blocks, 1):
         assert isinstance(block, Block)
         x = condition(encoder, _block(block, x, context), goal, site)
@@ -176,18 +179,47 @@ def _encode(encoder: Encoder, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
     return x[:-1]
 
 
-def _padded_bias(visible: torch.Tensor, global_token: bool) -> torch.Tensor:
-    """The attention bias of the entities (the global token, if any, last and visible) and the
-    padding entity: :func:`attention_bias` of their flags, in fewer nodes.
+def _padded_bias(visible: torch.Tensor, global_token: bool, cells: int) -> torch.Tensor:
+    """The attention bias of the entities, the ``cells`` image tokens and the global token (if
+    any), all visible but the hidden entities, and the padding entity: :func:`attention_bias`
+    of their flags, in fewer nodes.
 
     Each entity gets a level: 0 hidden, 1 visible, 3 the padding entity. A query may see a
     key exactly where the key's level minus the query's is 0 or 1: a visible query sees
     visible keys, a hidden one hidden and visible keys, the padding entity itself alone (and
     no other sees it: 3 - 1 and 3 - 0 are above 1)."""
-    tail = [1.0, 3.0] if global_token else [3.0]
+    tail = [1.0] * (cells + global_token) + [3.0]
     level = torch.cat([visible.to(torch.float32), torch.tensor(tail)])
     offset = level[None, :] - level[:, None]
     return torch.where(torch.abs(offset - 0.5) <= 0.5, 0.0, float("-inf"))
+
+
+def image_tokens(encoder: Encoder, inputs: dict[str, torch.Tensor]) -> list[torch.Tensor]:
+    """Per image of the space, its tokens ``(rows * cells, d_model)`` from its input
+    ``(rows, height, width, channels)`` (uint8 scaled to [0, 1] as in training), by the
+    network's own :class:`~entityrl.nn.images.ImageTokens`; none for a space without
+    images."""
+    images = encoder.images
+    if images is None:
+        return []
+    tokens = []
+    for name in images.names:
+        tokenizer = images.tokenizers[_module_key(name)]
+        pixels = inputs[signature.image_input(name)]
+        tokens.append(layer_norm(tokenizer.norm, tokenizer.unnormalized(pixels)))
+    return tokens
+
+
+def before_global(
+    parts: list[torch.Tensor], extra: list[torch.Tensor], has_global: bool
+) -> list[torch.Tensor]:
+    """The per-type ``parts`` (the global token's last, if ``has_global``) with ``extra`` (the
+    image tokens' entries) between the types and the global token: the global token stays the
+    last entity, where :func:`_acting` finds it, and actor indices, which count entities, stay
+    as they are (attention and means do not depend on the order)."""
+    if has_global:
+        return [*parts[:-1], *extra, parts[-1]]
+    return [*parts, *extra]
 
 
 def goal_context(encoder: Encoder, inputs: dict[str, torch.Tensor]) -> torch.Tensor | None:
@@ -362,12 +394,13 @@ def _heads(
 
 
 def _offsets(
-    relpos: RelativePositions, raw: dict[str, torch.Tensor]
+    relpos: RelativePositions, raw: dict[str, torch.Tensor], cells: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The offset one-hots of every (query, key) pair of the entities and the padding entity
-    (which has no position), as :meth:`RelativePositions.offset_index` computes the offsets:
-    the key's position minus the query's, rounded, clipped to the extent; "no position" unless
-    both have one."""
+    """The offset one-hots of every (query, key) pair of the entities, the ``cells`` image
+    tokens and the padding entity (neither has a position; both count as type 0, as in
+    :meth:`RelativePositions.offset_index`), as that method computes the offsets: the key's
+    position minus the query's, rounded, clipped to the extent; "no position" unless both have
+    one."""
     config = relpos.config
     dims = len(config.position_features)
     positions, present, kinds = [], [], []
@@ -381,11 +414,12 @@ def _offsets(
             positions.append(f.new_zeros(f.shape[0], dims))
             present.append(count * 0)
         kinds.append(count * t)
-    positions.append(torch.zeros(1, dims))
-    present.append(torch.zeros(1))
-    kinds.append(torch.zeros(1))
-    p = torch.cat(positions)
-    has = torch.cat(present) > 0
+    has_global = "__global__" in raw
+    tokens = [torch.zeros(cells, dims)] if cells else []  # no nodes for a space without images
+    p = torch.cat([*before_global(positions, tokens, has_global), torch.zeros(1, dims)])
+    zeros = [t[:, 0] for t in tokens]
+    has = torch.cat([*before_global(present, zeros, has_global), torch.zeros(1)]) > 0
+    kind = torch.cat([*before_global(kinds, zeros, has_global), torch.zeros(1)])
     rel = torch.round((p[None, :, :] - p[:, None, :]) / config.scale)
     extent = relpos.extent.to(p.dtype)
     rel = torch.maximum(torch.minimum(rel, extent), -extent) + extent
@@ -393,7 +427,7 @@ def _offsets(
     index = torch.where(has[:, None] & has[None, :], index, float(relpos.offsets - 1))
     values = index
     if config.per_entity_values:
-        values = index + torch.cat(kinds)[None, :] * relpos.offsets
+        values = index + kind[None, :] * relpos.offsets
     return one_hot(index, relpos.offsets), one_hot(values, relpos.values.shape[0])
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 import entityrl
-from entityrl.env.space_data import images_unsupported, spaces_to_data
+from entityrl.env.space_data import spaces_to_data
 from entityrl.export.batched import BatchedPolicy
 from entityrl.export.one_observation import ExportError, OneObservationPolicy
 from entityrl.inference import signature
@@ -31,9 +31,6 @@ OPSET = 18
 def rebuilt_net(agent: Agent) -> RogueNet:
     """The agent's network rebuilt in float32 on the CPU with the plain torch path (built
     inside :func:`torch_path`, so no C++ kernel is traced)."""
-    refused = images_unsupported(agent.obs_space, "ONNX export")
-    if refused:
-        raise ExportError(refused)
     with torch_path(), torch.random.fork_rng(devices=()):
         config = dataclasses.replace(agent.net.config, precision="float32")
         net = RogueNet(agent.obs_space, agent.action_space, config)
@@ -57,6 +54,8 @@ def example_inputs(policy: OneObservationPolicy) -> tuple[torch.Tensor, ...]:
         kind, _, name = spec.name.partition("/")
         if kind == "features":
             tensors.append(torch.rand(counts[name], int(spec.shape[1])))
+        elif kind == "image":
+            tensors.append(example_image(spec, 1))
         elif spec.name in (signature.GLOBAL_FEATURES, signature.STATE):
             tensors.append(torch.rand(int(spec.shape[0])))
         elif spec.name == signature.VISIBLE:
@@ -70,6 +69,14 @@ def example_inputs(policy: OneObservationPolicy) -> tuple[torch.Tensor, ...]:
             cols = spec.shape[1] if isinstance(spec.shape[1], int) else total
             tensors.append(torch.ones(rows, cols, dtype=torch.bool))
     return tuple(tensors)
+
+
+def example_image(spec: signature.TensorSpec, rows: int) -> torch.Tensor:
+    """Random images of ``spec`` (an ``image/<name>`` input), ``rows`` of them, in its dtype."""
+    shape = (rows, *(int(n) for n in spec.shape[1:]))
+    if spec.dtype == "uint8":
+        return torch.randint(0, 256, shape, dtype=torch.uint8)
+    return torch.rand(shape)
 
 
 def batched_example_inputs(policy: BatchedPolicy) -> tuple[torch.Tensor, ...]:
@@ -98,6 +105,8 @@ def batched_example_inputs(policy: BatchedPolicy) -> tuple[torch.Tensor, ...]:
         kind = spec.name.partition("/")[0]
         if kind == "features":
             tensors.append(torch.rand(sum(per_row), int(spec.shape[1])))
+        elif kind == "image":
+            tensors.append(example_image(spec, rows))
         elif spec.name in (signature.GLOBAL_FEATURES, signature.STATE):
             tensors.append(torch.rand(rows, int(spec.shape[1])))
         elif spec.name == signature.VISIBLE:

@@ -9,19 +9,26 @@ then one line per step of each complete episode, in the order the episodes ended
 
     {"episode": 0, "step": 3,
      "observation": {"features": {"<type>": [[...], ...]}, "global_features": [...],
-                     "actions": {"<action>": {"actors": [i, ...], "actees": [j, ...]}}},
+                     "actions": {"<action>": {"actors": [i, ...], "actees": [j, ...]}},
+                     "images": {"<image>": {"shape": [h, w, c], "dtype": "uint8",
+                                            "data": "<base64>"}}},
      "actions": {"<action>": [choice or actee position, one per actor]},
      "reward": 0.1, "return": 0.42}
 
 Entities are numbered within the observation, type after type in the space's order (as in
 :class:`~entityrl.env.VecObs`); ``reward`` is what the step's actions earned and ``return`` the
 episode's sum through this step. A continuous action's entry in ``actions`` holds, per actor,
-the list of its values. Any environment records, natively batched ones included;
-numpy only.
+the list of its values. ``images`` is there only when the space declares images (the
+header's ``spaces`` lists them): per image its shape ``(height, width, channels)``, its dtype
+(``uint8``, or ``float32`` with values in [0, 1]) and its pixels, the array's raw
+little-endian bytes in row-major order, base64-encoded (:func:`encoded_image`,
+:func:`decoded_image`); recordings without images are as they always were. Any environment
+records, natively batched ones included; numpy only.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -30,7 +37,8 @@ from typing import IO, Any
 import numpy as np
 
 from entityrl.env.actions import kind_of
-from entityrl.env.space_data import images_unsupported, spaces_to_data
+from entityrl.env.space_data import spaces_to_data
+from entityrl.env.spaces import IMAGE_DTYPES
 from entityrl.env.vec_env import VecEnv
 from entityrl.env.vec_obs import VecObs, VecSelectEntityMask
 from entityrl.ragged import RaggedArray
@@ -45,9 +53,6 @@ class RecordingEnv:
     """
 
     def __init__(self, env: VecEnv, out: IO[str], env_config: Mapping[str, Any]) -> None:
-        refused = images_unsupported(env.obs_space, "the replay viewer's recording")
-        if refused:
-            raise ValueError(refused)
         self.env = env
         self.out = out
         self.episodes = 0
@@ -104,11 +109,45 @@ def row_observation(obs: VecObs, row: int) -> dict[str, Any]:
         if isinstance(mask, VecSelectEntityMask):
             entry["actees"] = _row(mask.actees, row)[:, 0].tolist()
         actions[name] = entry
-    return {
+    observation = {
         "features": {name: _row(feats, row).tolist() for name, feats in obs.features.items()},
         "global_features": obs.global_features[row].tolist(),
         "actions": actions,
     }
+    if obs.images:
+        observation["images"] = {
+            name: encoded_image(pixels[row]) for name, pixels in obs.images.items()
+        }
+    return observation
+
+
+def encoded_image(pixels: np.ndarray) -> dict[str, Any]:
+    """An image in the file's form: its shape, dtype and base64 of its raw little-endian bytes,
+    row-major."""
+    little = pixels.astype(pixels.dtype.newbyteorder("<"), order="C", copy=False)
+    return {
+        "shape": list(pixels.shape),
+        "dtype": str(little.dtype.name),
+        "data": base64.b64encode(little.tobytes()).decode("ascii"),
+    }
+
+
+def decoded_image(entry: Mapping[str, Any]) -> np.ndarray:
+    """The array of an image in the file's form (:func:`encoded_image`); a ValueError naming
+    what does not fit."""
+    shape, dtype = tuple(entry["shape"]), entry["dtype"]
+    if dtype not in IMAGE_DTYPES:
+        raise ValueError(f"image dtype: expected one of {list(IMAGE_DTYPES)}, got {dtype!r}")
+    data = base64.b64decode(entry["data"])
+    little = np.dtype(dtype).newbyteorder("<")
+    count = int(np.prod(shape))
+    if len(data) != count * little.itemsize:
+        raise ValueError(
+            f"image data: expected {count} values of {dtype} for shape {list(shape)} "
+            f"({count * little.itemsize} bytes), got {len(data)} bytes"
+        )
+    pixels = np.frombuffer(data, little)
+    return pixels.reshape(shape).astype(dtype)
 
 
 def read_episodes(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:

@@ -450,6 +450,8 @@ def model_inputs(
         visible.append(np.ones(hi - lo, np.bool_) if flags is None else flags.data[lo:hi, 0])
     if batch.global_features.shape[1]:
         feeds[signature.GLOBAL_FEATURES] = batch.global_features[row]
+    for name, pixels in batch.images.items():
+        feeds[signature.image_input(name)] = pixels[row : row + 1]
     feeds[signature.VISIBLE] = np.concatenate(visible) if visible else np.zeros(0, np.bool_)
     for name, space in action_space.items():
         mask = batch.action_masks[name]
@@ -511,6 +513,8 @@ def batched_inputs(
     feeds[signature.VISIBLE] = np.concatenate([*visible, np.zeros(0, np.bool_)])
     if batch.global_features.shape[1]:
         feeds[signature.GLOBAL_FEATURES] = batch.global_features
+    for name, pixels in batch.images.items():
+        feeds[signature.image_input(name)] = pixels
     first = np.arange(rows) * (width + 2)  # each row's first grid position
     for name, space in action_space.items():
         mask = batch.action_masks[name]

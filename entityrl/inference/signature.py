@@ -5,6 +5,8 @@ below). Its inputs, all named after the spaces:
 
 - ``features/<type>``: float32 ``(n, features)`` per entity type (``n`` may be 0);
 - ``global_features``: float32 ``(globals,)``, when the space has global features;
+- ``image/<name>`` per image of the space: ``(1, height, width, channels)`` of the image's
+  dtype (uint8, scaled by 1/255 inside the graph as the network does, or float32 in [0, 1]);
 - ``visible``: bool ``(entities,)``, False for entities hidden from the policy (entities are
   numbered type after type, in the observation space's order, as in batches);
 - per categorical action ``A``: ``actors/A`` int64 ``(actors,)`` entity indices and
@@ -43,6 +45,7 @@ observations:
 - ``features/<type>``: float32 ``(n, features)``: every observation's entities of that type,
   observation after observation (``n`` may be 0);
 - ``global_features``: float32 ``(rows, globals)``;
+- ``image/<name>``: ``(rows, height, width, channels)`` of the image's dtype, per image;
 - ``visible``: bool ``(entities,)``, in the order of the features inputs (type after type);
 - ``slots`` (:data:`SLOTS`): int64 ``(rows, width)``, width at least 1: per observation its
   entities' numbers in the order of the features inputs, padded with the number of entities.
@@ -174,6 +177,10 @@ def features_input(entity_type: str) -> str:
     return f"features/{entity_type}"
 
 
+def image_input(image: str) -> str:
+    return f"image/{image}"
+
+
 def actors_input(action: str) -> str:
     return f"actors/{action}"
 
@@ -281,6 +288,7 @@ def input_specs(
     ]
     if obs_space.global_features:
         specs.append(TensorSpec(GLOBAL_FEATURES, "float32", (len(obs_space.global_features),)))
+    specs += image_specs(obs_space, 1)
     specs.append(TensorSpec(VISIBLE, "bool", ("entities",)))
     for name, space in action_space.items():
         actors, actees = f"{name} actors", f"{name} actees"
@@ -298,6 +306,14 @@ def input_specs(
     if state is not None:
         specs.append(TensorSpec(STATE, "float32", (state,)))
     return specs
+
+
+def image_specs(obs_space: ObsSpace, rows: int | str) -> list[TensorSpec]:
+    """One input per image of the space, ``(rows, height, width, channels)`` of its dtype."""
+    return [
+        TensorSpec(image_input(name), image.dtype, (rows, *image.shape))
+        for name, image in obs_space.images.items()
+    ]
 
 
 def output_specs(
@@ -339,6 +355,7 @@ def batched_input_specs(
         specs.append(
             TensorSpec(GLOBAL_FEATURES, "float32", ("rows", len(obs_space.global_features)))
         )
+    specs += image_specs(obs_space, "rows")
     specs.append(TensorSpec(VISIBLE, "bool", ("entities",)))
     specs.append(TensorSpec(SLOTS, "int64", ("rows", "width")))
     specs.append(TensorSpec(ENTITY_ROWS, "int64", ("entities",)))

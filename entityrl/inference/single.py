@@ -31,6 +31,7 @@ from entityrl.env.actions.continuous import ContinuousKind
 from entityrl.env.actions.global_categorical import GlobalCategoricalKind
 from entityrl.env.actions.global_continuous import GlobalContinuousKind
 from entityrl.env.actions.select_entity import SelectEntityKind
+from entityrl.env.batching import checked_image
 from entityrl.env.entities import EntityID, named_entities, num_entities
 from entityrl.env.observation import Action
 from entityrl.env.rows import stack_rows
@@ -107,6 +108,9 @@ class SingleObservation:
         self.widths = [len(entity.features) for entity in obs_space.entities.values()]
         self.features_inputs = [signature.features_input(name) for name in self.type_names]
         self.num_global = len(obs_space.global_features)
+        self.images = [
+            (name, image, signature.image_input(name)) for name, image in obs_space.images.items()
+        ]
         # The model may have dropped inputs its graph does not read: then only the others.
         every = {spec.name for spec in signature.input_specs(obs_space, action_space)}
         self.wanted = None if every <= wanted else wanted
@@ -188,6 +192,9 @@ class SingleObservation:
             feeds[signature.GLOBAL_FEATURES] = np.asarray(
                 obs.global_features, dtype=np.float32
             ).reshape(self.num_global)
+        for name, image, input_name in self.images:
+            # Fed as it is, one row of the model's (rows, height, width, channels).
+            feeds[input_name] = checked_image(name, obs.images.get(name), image)[None]
         entities = _Entities(self, obs, counts, total)
         actors: dict[str, int] = {}
         candidates: dict[str, int] = {}

@@ -114,10 +114,15 @@ class _ImageTokenizer(nn.Module):
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         """``(rows, height, width, channels)`` images -> ``(rows * cells, d_model)`` tokens,
         row after row, each row's cells in row-major order."""
+        tokens = self.unnormalized(images)
+        return layer_norm(tokens, self.norm.weight, self.norm.bias, self.norm.eps)
+
+    def unnormalized(self, images: torch.Tensor) -> torch.Tensor:
+        """The tokens before their layer norm (the exporters apply it with a fixed width, which
+        traces to ONNX, where the kernel's entry point reads the width off the tensor)."""
         pixels = images.permute(0, 3, 1, 2).float() * self.scale
         cells = self.cnn(pixels).flatten(2).transpose(1, 2)  # (rows, cells, channels)
-        tokens = (self.projection(cells) + self.position).reshape(-1, self.position.shape[1])
-        return layer_norm(tokens, self.norm.weight, self.norm.bias, self.norm.eps)
+        return (self.projection(cells) + self.position).reshape(-1, self.position.shape[1])
 
 
 class ImageTokens(nn.Module):

@@ -11,6 +11,9 @@ column                       Arrow type                             meaning
 ``ids/T``                    list<string>, null if unknown          ``str()`` of each entity's id
 ``visible/T``                list<bool>                             shown to the policy
 ``global_features``          fixed_size_list<float32, G>
+``image/I`` (images only)    fixed_size_list<uint8 or float32,      image ``I`` of the step, its
+                             H * W * C>                             (H, W, C) array row-major, in
+                                                                    the dtype the space declares
 ``actors/A``                 list<int64>                            actors' entity indices in the
                                                                     row (a global action's actor:
                                                                     the number of entities)
@@ -27,6 +30,9 @@ column                       Arrow type                             meaning
 ``truncated``                bool                                   it was cut off (a time
                                                                     limit), not ended by the task
 ===========================  =====================================  ==============================
+
+``I`` an image of the space (see the header's spaces for its shape); spaces without images have
+no such column, so their recordings are as they were before images were recorded.
 
 Recordings written before ``truncated`` existed lack the column (:attr:`Header.endings` is
 False); they are read as if no episode had been cut off.
@@ -53,7 +59,7 @@ import pyarrow as pa
 from entityrl.env.actions import kind_of
 from entityrl.env.actions.kind import Column
 from entityrl.env.rows import all_true
-from entityrl.env.space_data import images_unsupported, spaces_from_data, spaces_to_data
+from entityrl.env.space_data import spaces_from_data, spaces_to_data
 from entityrl.env.spaces import ActionSpace, ObsSpace
 from entityrl.env.vec_obs import VecActionMask, VecObs
 from entityrl.ragged import RaggedArray
@@ -84,9 +90,6 @@ class Header:
 
 def make_schema(header: Header) -> pa.Schema:
     """The Arrow schema of recordings of these spaces, the header in its metadata."""
-    refused = images_unsupported(header.obs_space, "recording")
-    if refused:
-        raise RecordingError(refused)
     fields: list[pa.Field] = []
     for name, entity in header.obs_space.entities.items():
         fields += [
@@ -96,6 +99,9 @@ def make_schema(header: Header) -> pa.Schema:
         ]
     globals_ = len(header.obs_space.global_features)
     fields.append(pa.field("global_features", pa.list_(pa.float32(), globals_)))
+    for name, image in header.obs_space.images.items():
+        pixels = pa.from_numpy_dtype(np.dtype(image.dtype))
+        fields.append(pa.field(image_column(name), pa.list_(pixels, int(np.prod(image.shape)))))
     for name, space in header.action_space.items():
         for column, layout in _action_columns(space).items():
             item = pa.from_numpy_dtype(layout.dtype)
@@ -163,6 +169,8 @@ def to_record_batch(
             _list_of_items(shown if shown is not None else all_true(features.lengths, 1))
         )
     columns.append(_fixed_rows(obs.global_features.astype(np.float32, copy=False)))
+    for name in header.obs_space.images:
+        columns.append(_fixed_rows(obs.images[name].reshape(rows, -1)))
     for name, space in header.action_space.items():
         arrays = {
             **kind_of(space).mask_to_columns(space, obs.action_masks[name]),
@@ -178,6 +186,11 @@ def to_record_batch(
         cut = np.zeros(rows, np.bool_) if truncated is None else truncated
         columns.append(pa.array(cut, pa.bool_()))
     return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def image_column(name: str) -> str:
+    """The column of image ``name``."""
+    return f"image/{name}"
 
 
 def _action_columns(space: ActionSpace) -> dict[str, Column]:
@@ -228,6 +241,12 @@ def to_vec_obs(header: Header, batch: pa.RecordBatch) -> tuple[VecObs, dict[str,
     global_features = _numpy(batch.column("global_features").flatten()).reshape(
         batch.num_rows, len(header.obs_space.global_features)
     )
+    images = {
+        name: _numpy(batch.column(image_column(name)).flatten()).reshape(
+            batch.num_rows, *image.shape
+        )
+        for name, image in header.obs_space.images.items()
+    }
     masks: dict[str, VecActionMask] = {}
     actions: dict[str, RaggedArray] = {}
     for name, space in header.action_space.items():
@@ -244,6 +263,7 @@ def to_vec_obs(header: Header, batch: pa.RecordBatch) -> tuple[VecObs, dict[str,
         reward=_numpy(batch.column("reward")),
         done=_numpy(batch.column("done")),
         visible=visible,
+        images=images,
     )
     return obs, actions
 

@@ -3,16 +3,24 @@ add up to the returns the evaluation reports; ``entityrl eval --replay`` writes 
 
 from __future__ import annotations
 
+import base64
 import io
 from pathlib import Path
 
 import numpy as np
 import pytest
+from nn.image_envs import Glimpse
 
 from entityrl.cli.main import main
-from entityrl.env import RandomPolicy
+from entityrl.env import RandomPolicy, SerialVecEnv
 from entityrl.envs import make_vec
-from entityrl.export.replay import FORMAT, RecordingEnv, read_episodes
+from entityrl.export.replay import (
+    FORMAT,
+    RecordingEnv,
+    decoded_image,
+    encoded_image,
+    read_episodes,
+)
 from entityrl.training import evaluate, train
 
 
@@ -87,3 +95,41 @@ def test_continuous_actions_are_recorded_with_every_component(tmp_path) -> None:
     chosen = np.array([step["actions"]["thrust"] for step in steps])  # (steps, actors, dims)
     assert chosen.shape == (len(steps), 1, 2)
     assert np.all(np.abs(chosen) <= 0.01) and len(np.unique(chosen[:, 0, 1])) > 1
+
+
+def test_images_are_recorded_with_each_step_as_base64_of_their_bytes(tmp_path) -> None:
+    env = SerialVecEnv(Glimpse, 2, seed=0)
+    out = io.StringIO()
+    recording = RecordingEnv(env, out, {"id": "nn.image_envs:Glimpse", "kwargs": {}})
+    evaluate(RandomPolicy(env.action_space, seed=0), recording, episodes=2)
+    path = tmp_path / "episodes.jsonl"
+    path.write_text(out.getvalue())
+    header, steps = read_episodes(path)
+    assert header["spaces"]["images"]["heat"] == {"shape": [4, 4, 1], "dtype": "float32"}
+    replayed = Glimpse()
+    replayed.seed(0)  # the first environment of the batch, seeded as SerialVecEnv seeds it
+    first = [s for s in steps if s["episode"] == 0]
+    assert len(first) == 3
+    for step in first:
+        images = step["observation"]["images"]
+        assert images["camera"]["shape"] == [8, 8, 3] and images["camera"]["dtype"] == "uint8"
+        assert images["radar"]["dtype"] == "float32"
+        x = int(step["observation"]["features"]["Player"][0][0])
+        camera, heat = decoded_image(images["camera"]), decoded_image(images["heat"])
+        assert camera.dtype == np.uint8 and heat.dtype == np.float32
+        np.testing.assert_array_equal(camera[0, 2 * x], [255, 128, 0])
+        assert heat[1, x, 0] == 1.0 and heat.sum() == 1.0
+        np.testing.assert_allclose(decoded_image(images["radar"]), step["step"] / 3, rtol=1e-6)
+
+
+def test_image_entries_round_trip_and_bad_ones_are_refused() -> None:
+    pixels = np.random.default_rng(0).random((3, 2, 4), dtype=np.float32)
+    entry = encoded_image(pixels)
+    assert base64.b64decode(entry["data"]) == pixels.astype("<f4").tobytes()
+    np.testing.assert_array_equal(decoded_image(entry), pixels)
+    big_endian = pixels.astype(">f4")
+    assert encoded_image(big_endian) == entry
+    with pytest.raises(ValueError, match=r"expected 24 values of float32 for shape \[3, 2, 4\]"):
+        decoded_image({**entry, "data": entry["data"][:8]})
+    with pytest.raises(ValueError, match=r"expected one of .*'uint8'.*got 'int16'"):
+        decoded_image({**entry, "dtype": "int16"})

@@ -3,8 +3,6 @@ each row's entities."""
 
 from __future__ import annotations
 
-import io
-
 import numpy as np
 import pytest
 import torch
@@ -29,16 +27,11 @@ from entityrl.env import (
 from entityrl.env.grid_sensor import GridSensor
 from entityrl.env.space_data import space_differences, spaces_from_data, spaces_to_data
 from entityrl.env.stacking import StackedVecEnv
-from entityrl.export.one_observation import ExportError
-from entityrl.export.onnx import export_bytes
-from entityrl.export.replay import RecordingEnv
 from entityrl.interop.gymnasium import EntityGymnasiumEnv
 from entityrl.nn.images import ImpalaEncoder, SmallEncoder, image_slot_name
 from entityrl.nn.layout import build_layout
 from entityrl.nn.rogue_net import RogueNet, RogueNetConfig
-from entityrl.recording.format import Header, RecordingError, make_schema
 from entityrl.training import load_agent, train
-from entityrl.training.agent import Agent
 
 
 def lamp_rows(lits: list[int], orders: list[list[int]]) -> list[Observation]:
@@ -216,18 +209,9 @@ def test_a_policy_learns_what_only_image_and_entities_together_tell() -> None:
     assert (picked == right[test]).mean() >= 0.95
 
 
-def test_what_does_not_carry_images_yet_refuses_them_by_name() -> None:
-    """ONNX export, recordings, the replay viewer and the Gymnasium wrapper of entityrl
-    environments say so instead of dropping the images."""
-
-    env = LitLamp()
-    space, actions = env.obs_space(), env.action_space()
-    with pytest.raises(ExportError, match=r"ONNX export does not handle .*images \['camera'\]"):
-        export_bytes(Agent(RogueNet(space, actions)))
-    with pytest.raises(RecordingError, match=r"recording does not handle .*images \['camera'\]"):
-        make_schema(Header(space, actions))
-    with pytest.raises(ValueError, match="the replay viewer's recording does not handle"):
-        RecordingEnv(SerialVecEnv(LitLamp, 1, seed=0), io.StringIO(), {})
+def test_the_gymnasium_wrapper_refuses_images_by_name() -> None:
+    """Offering an entityrl environment with images to Gymnasium says so instead of dropping
+    the images (export, recordings and replays carry them: tests/export, tests/recording)."""
     with pytest.raises(ValueError, match=r"LitLamp: observations with images \('camera'\)"):
         EntityGymnasiumEnv(LitLamp(), max_entities=3)
 

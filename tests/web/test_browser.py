@@ -23,6 +23,9 @@ from browser import (
 from env.strategies import observations
 from export.torch_reference import sharpened, untrained_agent
 from hypothesis import HealthCheck, given, settings
+from nn.image_envs import ACTIONS as IMAGE_ACTIONS
+from nn.image_envs import SPACE as IMAGE_SPACE
+from nn.image_envs import Glimpse, with_images
 from stacking_envs import Blinking
 
 from entityrl.env import (
@@ -41,11 +44,12 @@ from entityrl.env import (
     RandomPolicy,
     SelectEntityAction,
     SelectEntityActionSpace,
+    SerialVecEnv,
 )
 from entityrl.env.stacking import stacked_space
 from entityrl.envs import CherryPick, ContinuousMoveToOrigin, MineSweeper, Recall, make_vec
 from entityrl.export import export_onnx
-from entityrl.export.replay import RecordingEnv, read_episodes
+from entityrl.export.replay import RecordingEnv, decoded_image, encoded_image, read_episodes
 from entityrl.inference import Decision, OnnxPolicy, load
 from entityrl.training import evaluate
 
@@ -128,6 +132,9 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
         stacked = untrained_agent(stacked_space(env.obs_space(), STACK), env.action_space())
         stacked.config.env.stack = STACK
         export_onnx(sharpened(stacked), directory / f"blinking_{ids}_stacked.onnx")
+    for encoder in ("small", "impala"):
+        agent = untrained_agent(IMAGE_SPACE, IMAGE_ACTIONS, image_encoder=encoder)
+        export_onnx(agent, directory / f"images_{encoder}.onnx")
     return directory
 
 
@@ -527,3 +534,90 @@ def test_the_replay_viewer_steps_through_recorded_episodes(page, tmp_path) -> No
     actors = sum(len(chosen) for chosen in last["actions"].values())
     assert page.locator("#replay-details tr").count() == 1 + entities + actors
     page.locator("#replay").screenshot(path=str(artifacts(tmp_path) / "web-replay.png"))
+
+
+# ---------------------------------------------------------------------------- images
+@pytest.mark.parametrize("encoder", ["small", "impala"])
+@pytest.mark.parametrize("form", ["nested", "base64"])
+@settings(
+    max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(obs=observations(IMAGE_SPACE, IMAGE_ACTIONS))
+def test_the_page_feeds_images_and_decides_as_python(page, models, encoder, form, obs) -> None:
+    """A uint8 RGB image and a two-channel float32 one, as a JavaScript environment gives them
+    (nested arrays [h][w][c]) or as recordings hold them (base64 of their bytes)."""
+    model = f"images_{encoder}.onnx"
+    use(page, model)
+    with_images(obs, IMAGE_SPACE, seed=len(obs.features))
+    obs.done = False  # an observation the policy decides carries its images
+    want = load(models / model).decide(obs)
+    data = observation_json(obs)
+    if form == "base64":
+        data["images"] = {name: encoded_image(pixels) for name, pixels in obs.images.items()}
+    got = page.evaluate(
+        """async (obs) => {
+            const d = await window.entityrl.decide(obs);
+            const probs = {};
+            for (const [name, a] of Object.entries(d.actions)) probs[name] = a.probs.map((r) => Array.from(r));
+            return { probs, value: d.value };
+        }""",
+        data,
+    )
+    assert got["value"] == pytest.approx(want.value, abs=TOLERANCE)
+    for name, table in want.probs.items():
+        page_table = np.array(got["probs"][name], dtype=np.float32).reshape(table.shape)
+        np.testing.assert_allclose(page_table, table, atol=TOLERANCE, rtol=0)
+
+
+def test_the_page_names_an_image_that_does_not_fit(page, models) -> None:
+    use(page, "images_small.onnx")
+    obs = with_images(Observation(global_features=[0.0]), IMAGE_SPACE, seed=0)
+    data = observation_json(obs)
+    data["images"]["camera"] = data["images"]["camera"][:-1]  # a row short
+    message = page.evaluate(
+        "async (obs) => window.entityrl.decide(obs).then(() => 'decided', (e) => e.message)", data
+    )
+    assert message == "image camera: expected [12, 9, 3] of uint8 (324 values), got 297 values"
+    data["images"]["camera"] = encoded_image(obs.images["camera"][:, :, :1])
+    message = page.evaluate(
+        "async (obs) => window.entityrl.decide(obs).then(() => 'decided', (e) => e.message)", data
+    )
+    assert message == "image camera: expected [12, 9, 3] of uint8, got [12, 9, 1] of uint8"
+
+
+def test_the_replay_viewer_draws_each_image_of_the_step(page, tmp_path) -> None:
+    """Glimpse's RGB uint8 camera, one-channel float32 heat map and two-channel radar (its
+    first channel drawn as grey), step after step."""
+    env = SerialVecEnv(Glimpse, 2, seed=0)
+    path = tmp_path / "glimpse.jsonl"
+    with path.open("w") as out:
+        recording = RecordingEnv(env, out, {"id": "Glimpse", "kwargs": {}})
+        evaluate(RandomPolicy(env.action_space, seed=0), recording, episodes=2)
+    _, steps = read_episodes(path)
+    page.set_input_files("#replay-file", str(path))
+    page.wait_for_selector("#replay-where:has-text('Glimpse')")
+    captions = page.locator("#replay-images figcaption").all_text_contents()
+    assert captions == [
+        "camera: 8×8×3 uint8 (RGB)",
+        "heat: 4×4×1 float32 (grey)",
+        "radar: 3×3×2 float32 (first of 2 channels, as grey)",
+    ]
+    for index in (0, 1, len(steps) - 1):
+        page.evaluate("(i) => window.entityrl.replay.show(i)", index)
+        drawn = page.evaluate(
+            """() => Object.fromEntries([...document.querySelectorAll("#replay-images canvas")]
+                .map((c) => [c.dataset.image, {
+                    size: [c.height, c.width],
+                    rgba: Array.from(c.getContext("2d").getImageData(0, 0, c.width, c.height).data),
+                }]))"""
+        )
+        images = steps[index]["observation"]["images"]
+        for name in ("camera", "heat", "radar"):
+            pixels = decoded_image(images[name])
+            rgba = np.array(drawn[name]["rgba"]).reshape(*pixels.shape[:2], 4)
+            assert drawn[name]["size"] == list(pixels.shape[:2])
+            scaled = np.round(pixels * 255) if pixels.dtype == np.float32 else pixels
+            rgb = scaled if pixels.shape[2] == 3 else np.repeat(scaled[:, :, :1], 3, axis=2)
+            np.testing.assert_allclose(rgba[:, :, :3], rgb, atol=1)
+            assert (rgba[:, :, 3] == 255).all()
+    page.locator("#replay").screenshot(path=str(artifacts(tmp_path) / "web-replay-images.png"))

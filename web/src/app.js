@@ -225,6 +225,7 @@ $("evaluate").addEventListener(
 const replay = new Replay({
   canvas: $("replay-board"),
   legend: $("replay-legend"),
+  images: $("replay-images"),
   details: $("replay-details"),
   slider: $("replay-step"),
   where: $("replay-where"),

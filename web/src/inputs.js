@@ -1,6 +1,9 @@
 // One observation (the JSON form of entityrl's Observation) -> the exported model's inputs,
 // as entityrl.inference builds them: entities numbered type after type in the observation
-// space's order, actors and candidates named by id or by type, masks all-true when absent.
+// space's order, actors and candidates named by id or by type, masks all-true when absent,
+// each image of the space as the model's `image/<name>` input (images.js reads both JSON forms).
+
+import { imageTensor } from "./images.js";
 
 export const CATEGORICAL = "CategoricalActionSpace";
 export const GLOBAL = "GlobalCategoricalActionSpace";
@@ -75,6 +78,9 @@ export function observationInputs(obs, spaces) {
       data: Float32Array.from(given),
       dims: [spaces.global_features.length],
     };
+  }
+  for (const [name, spec] of Object.entries(spaces.images ?? {})) {
+    feeds[`image/${name}`] = imageTensor(name, obs.images?.[name], spec);
   }
   feeds.visible = { type: "bool", data: Uint8Array.from(visible, Number), dims: [ids.length] };
 

@@ -1,9 +1,11 @@
 // The replay viewer: recorded episodes (entityrl-episodes/1 JSON lines, written by
 // `entityrl eval --replay`; format in entityrl/export/replay.py), step by step or played on,
 // for any environment: the generic entity view (entity_view.js) draws and lists the
-// entities, and a table gives the actions taken.
+// entities, a canvas per image of the step shows it (images.js), and a table gives the
+// actions taken.
 
 import { EntityView, cell, tableWith } from "./entity_view.js";
+import { showImages } from "./images.js";
 import { isGaussian, isGlobal } from "./inputs.js";
 
 const FORMAT = "entityrl-episodes/1";
@@ -39,8 +41,8 @@ export function parseEpisodes(text) {
 }
 
 export class Replay {
-  constructor({ canvas, legend, details, slider, where, play }) {
-    Object.assign(this, { canvas, legend, details, slider, where, playButton: play });
+  constructor({ canvas, legend, images, details, slider, where, play }) {
+    Object.assign(this, { canvas, legend, images, details, slider, where, playButton: play });
     Object.assign(this, { steps: [], index: 0, header: null, view: null, timer: null });
   }
 
@@ -64,6 +66,7 @@ export class Replay {
     const step = this.steps[this.index];
     this.where.textContent = `${this.header.env?.id ?? "unknown environment"}: episode ${step.episode}, step ${step.step}: reward ${Number(step.reward).toFixed(3)}, return ${Number(step.return).toFixed(3)}`;
     this.view.draw(step.observation);
+    showImages(this.images, this.header.spaces, step.observation);
     this.describe(step);
   }
 
