@@ -41,14 +41,17 @@ pytest.importorskip("onnxruntime", reason="exporting needs the 'export' extra")
 TOLERANCE = 1e-5
 
 
-def assert_same_decisions(agent, policy: OnnxPolicy, observations_) -> None:
+def assert_same_decisions(
+    agent, policy: OnnxPolicy, observations_, tolerance: float = TOLERANCE
+) -> None:
     """Each observation decided alone, and all of them in one call of the batched model (with
-    memory: each as the first of an episode; see test_export_memory.py for episodes)."""
+    memory: each as the first of an episode; see test_export_memory.py for episodes), equal
+    within ``tolerance``."""
     together = policy.decide_batch(observations_, new_episode=True) if observations_ else []
     for row, obs in enumerate(observations_):
         want = torch_decision(agent, obs)[0]
-        assert_same_decision(policy.decide(obs, new_episode=True), want, TOLERANCE)
-        assert_same_decision(together[row], want, TOLERANCE)
+        assert_same_decision(policy.decide(obs, new_episode=True), want, tolerance)
+        assert_same_decision(together[row], want, tolerance)
 
 
 @st.composite
