@@ -77,14 +77,14 @@ Fixes after Kostrikov et al. (2019), "Discriminator-Actor-Critic", for episodes 
   MultiSnake and hurts DAC on PickMatchingBalls (benchmarks/RESULTS.md, "Structured
   discriminator").
 
-  Tried on MultiSnake, none near 0.7 (GAIL, seed 1, 200k steps, ``ppo.gamma=0.9``, against
-  0.234 structured): reward ``log q`` alone 0.198 (``log q <= 0``: every step costs and dying
-  pays again; TreasureHunt 0.784), ``log q - 0.5 log pi`` 0.362, ``ppo.ent_coef=0`` 0.255,
-  reward ``positive`` 0.221, ``negative`` 0.267, ``d_model=64, n_layer=2`` 0.319,
-  ``batches=32`` 0.374, ``lr=0.001`` 0.371, the larger one with 32 batches 0.389, 32 batches at
-  gamma 0.99 0.397, 600k steps 0.382, 600k steps with 4,000 expert episodes 0.366, gamma 0.5
-  0.211. Unstructured, ``ppo.gamma=0.9`` alone: TreasureHunt 0.043; DAC with
-  ``dac.updates=8``: 0.029 (its policy lingers to the time limit).
+  Tried on MultiSnake, none near 0.7 (GAIL, seed 1, 200k steps, ``ppo.gamma=0.9``, against 0.234
+  structured): reward ``log q`` alone 0.198 (``log q <= 0``: every step costs and dying pays
+  again; TreasureHunt 0.784), ``log q - 0.5 log pi`` 0.362, ``ppo.ent_coef=0`` 0.255, reward
+  ``positive`` 0.221, ``negative`` 0.267, ``d_model=64, n_layer=2`` 0.319, ``batches=32`` 0.374,
+  ``lr=0.001`` 0.371, the larger one with 32 batches 0.389, 32 batches at gamma 0.99 0.397 (600k
+  steps: 0.423; with ``lr=0.001`` 0.457, 1.2M steps 0.479), 600k steps 0.382, 600k steps with
+  4,000 expert episodes 0.366, gamma 0.5 0.211. Unstructured, ``ppo.gamma=0.9`` alone:
+  TreasureHunt 0.043; DAC with ``dac.updates=8``: 0.029 (its policy lingers to the time limit).
 * **Gradient penalty** (WGAN-GP, Gulrajani et al. 2017, as DAC uses it):
   ``grad_penalty * E[(|grad_z D(z)| - 1)^2]`` at points ``z`` drawn uniformly on segments between
   an expert's and a policy's embedded inputs. Entity observations of different steps hold
