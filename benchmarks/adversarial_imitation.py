@@ -17,7 +17,9 @@ GAIL before issue #30 is measured by running this script from an export of that 
 (``git archive 1f5fda8 entityrl | tar -x -C /tmp/head``, then ``PYTHONPATH=/tmp/head`` from
 ``/tmp/head``) with ``--algos gail``; ``gail-plain`` here is today's discriminator with the
 fixes turned off, which is not the same network. ``gail-bc`` is GAIL with behaviour cloning on
-the same recording alongside (``bc.strength=1 bc.batches=16``), not adversarial imitation alone.
+the same recording alongside (``bc.strength=1 bc.batches=16``), not adversarial imitation
+alone. ``gail-structured`` and ``dac-structured`` use the structured discriminator
+(``log q - log pi``), GAIL at ``ppo.gamma=0.9``.
 
 usage: python benchmarks/adversarial_imitation.py [--only ENV ...] [--algos gail dac ...]
                                                   [--seeds 1 2 3] [--threads 1]
@@ -70,6 +72,14 @@ ALGOS: dict[str, list[str]] = {
         "gail.absorbing_weight=null",
     ],
     "dac": ["algo=dac"],
+    # The structured discriminator, log q - log pi (at a shorter discount for GAIL).
+    "gail-structured": [
+        "algo=gail",
+        "gail.env_reward=0",
+        "gail.structured=true",
+        "ppo.gamma=0.9",
+    ],
+    "dac-structured": ["algo=dac", "dac.structured=true"],
     # Behaviour cloning on the same recording alongside (not adversarial imitation alone): 16
     # minibatch steps of it after each PPO update.
     "gail-bc": ["algo=gail", "gail.env_reward=0", "bc.strength=1", "bc.batches=16"],

@@ -141,10 +141,13 @@ def test_the_discriminator_learns_to_tell_the_expert_from_a_random_policy(demos:
     assert after > discriminator.rewards(policy_steps, 0.99, 0.0).mean()
 
 
-def test_a_resumed_gail_run_continues_exactly(demos: Path, tmp_path: Path) -> None:
-    Trainer(_gail_config(demos, tmp_path / "whole")).run()
-    Trainer(_gail_config(demos, tmp_path / "parts"), callbacks=[StopAfter(2)]).run()
-    Trainer(_gail_config(demos, tmp_path / "parts"), resume=tmp_path / "parts").run()
+@pytest.mark.parametrize("extra", [[], ["gail.structured=true"]])
+def test_a_resumed_gail_run_continues_exactly(
+    demos: Path, tmp_path: Path, extra: list[str]
+) -> None:
+    Trainer(_gail_config(demos, tmp_path / "whole", *extra)).run()
+    Trainer(_gail_config(demos, tmp_path / "parts", *extra), callbacks=[StopAfter(2)]).run()
+    Trainer(_gail_config(demos, tmp_path / "parts", *extra), resume=tmp_path / "parts").run()
     a, b = load_checkpoint(tmp_path / "whole"), load_checkpoint(tmp_path / "parts")
     assert a["step"] == b["step"] == 1024
     for part in ("model",):

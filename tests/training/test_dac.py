@@ -36,10 +36,11 @@ def _config(demos: Path, run_dir: Path, *extra: str):
     )  # fmt: skip
 
 
+@pytest.mark.parametrize("extra", [[], ["dac.structured=true"]])
 def test_dac_trains_and_logs_its_discriminator_critic_and_policy(
-    demos: Path, tmp_path: Path
+    demos: Path, tmp_path: Path, extra: list[str]
 ) -> None:
-    result = Trainer(_config(demos, tmp_path / "run")).run()
+    result = Trainer(_config(demos, tmp_path / "run", *extra)).run()
     assert result.steps == 256
     last = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[-1])
     for key in ("loss/dac_expert_accuracy", "loss/dac_policy_accuracy", "loss/dac_grad_penalty",

@@ -287,3 +287,67 @@ def test_settings_are_checked() -> None:
         GAILConfig(reward="sigmoid")
     with pytest.raises(ConfigError, match=r"bc\.demos \(for algo=gail\)"):
         expert_steps("algo=gail", ["/nonexistent.arrow"], None, SerialVecEnv(TimeLimited, 1))
+
+
+def _snake_steps(tmp_path: Path) -> tuple[object, Steps]:
+    """Steps of MultiSnake's expert: two snakes act at every step (several actors per row)."""
+    from entityrl.envs import make_vec
+    from entityrl.envs.experts import multi_snake_expert
+    from entityrl.recording import FunctionExpert
+
+    kwargs = {"num_snakes": 2, "max_snake_length": 4}
+    env = make_vec("MultiSnake", 2, seed=0, **kwargs)
+    path = tmp_path / "snakes.arrow"
+    record(FunctionExpert(multi_snake_expert, env), env, path, 2, env_id="MultiSnake",
+           env_kwargs=kwargs)  # fmt: skip
+    return env, expert_steps("algo=gail", [str(path)], None, env)
+
+
+def test_the_structured_logit_is_log_q_less_log_pi(tmp_path: Path) -> None:
+    """Structured: a step's logit is the sum over actors and actions of the discriminator's
+    log-probability of the choice less the learner's, an absorbing state's one learned number;
+    a discriminator whose heads are the learner's policy cannot tell: logit 0, D = 1/2."""
+    from entityrl.nn.rogue_net import RogueNet, RogueNetConfig
+
+    env, steps = _snake_steps(tmp_path)
+    torch.manual_seed(1)
+    policy = RogueNet(env.obs_space, env.action_space, RogueNetConfig(n_layer=1, n_head=1))
+    with torch.no_grad():
+        for p in policy.parameters():
+            p.add_(torch.randn_like(p))  # a policy far from uniform
+    settings = GAILConfig(structured=True)
+    discriminator = Discriminator(
+        env.obs_space, env.action_space, settings, "gail", OptimConfig(), torch.device("cpu"),
+        policy=policy,
+    )  # fmt: skip
+    with torch.no_grad():
+        discriminator.head.absorbing.fill_(0.7)
+        z = discriminator.embedded(steps.obs, steps.actions)
+        logits = discriminator.logits(z)
+        absorbing = discriminator.logits(discriminator.absorbing_inputs(z[:3]))
+
+        def summed(net: RogueNet) -> torch.Tensor:
+            heads = net.evaluate(steps.obs, steps.actions).heads
+            total = torch.zeros(steps.num_rows)
+            for name, a in steps.actions.items():
+                rows = torch.from_numpy(a.row_index())
+                total = total.index_add(0, rows, heads[name].logprob)
+            return total
+
+        expected = summed(discriminator.net) - summed(policy)
+    assert all(len(a.data) == 2 * steps.num_rows for a in steps.actions.values())  # 2 actors
+    assert expected.abs().max() > 0.1  # the two networks differ
+    torch.testing.assert_close(logits, expected)
+    torch.testing.assert_close(absorbing, torch.full((3,), 0.7))
+    policy.load_state_dict(discriminator.net.state_dict())
+    with torch.no_grad():
+        z = discriminator.embedded(steps.obs, steps.actions)
+        torch.testing.assert_close(discriminator.logits(z), torch.zeros(steps.num_rows))
+
+
+def test_structured_needs_the_policy_and_no_ending() -> None:
+    with pytest.raises(ValueError, match=r"gail\.structured scores every absorbing state alike"):
+        GAILConfig(structured=True, ending=True)
+    env = SerialVecEnv(TimeLimited, 1)
+    with pytest.raises(ValueError, match=r"gail\.structured needs the learner's policy"):
+        _discriminator(env, structured=True)

@@ -88,7 +88,13 @@ class DAC(OffPolicyAlgorithm):
         self.discriminator = self.own(
             "discriminator",
             Discriminator(
-                ctx.env.obs_space, ctx.env.action_space, settings, "dac", config.optim, device
+                ctx.env.obs_space,
+                ctx.env.action_space,
+                settings,
+                "dac",
+                config.optim,
+                device,
+                policy=ctx.net,
             ),
         )
         self.critic = self.own(

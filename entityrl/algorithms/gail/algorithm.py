@@ -108,7 +108,7 @@ class GAIL(PPO):
         self.rollout_terminal = np.zeros((0, ctx.env.num_envs), np.bool_)
         self.discriminator = Discriminator(
             ctx.env.obs_space, ctx.env.action_space, config.gail, "gail", config.optim,
-            ctx.net.device,
+            ctx.net.device, policy=ctx.net,
         )  # fmt: skip
 
     def make_sampler(self) -> Sampler:

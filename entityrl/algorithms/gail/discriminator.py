@@ -57,6 +57,34 @@ Fixes after Kostrikov et al. (2019), "Discriminator-Actor-Critic", for episodes 
   the same recordings alongside (GAIL with ``bc.strength``) keeps the policy's steps among the
   expert's, the discriminator then cannot tell them apart and dying no longer pays. See
   docs/imitation.md for the figures.
+* **Structured discriminator** (``structured``; AIRL's form, Fu et al. 2018, with
+  ``f = log q``, as in ASAF, Barde et al. 2020): the logit of a step is
+  ``log q(a|s) - log pi(a|s)``, where ``q`` is the discriminator's own heads, a policy over the
+  same actions (log-probabilities summed over actors and actions), and ``pi`` the learner's
+  current policy, read without gradients; an absorbing state's logit is one learned number.
+  Because ``q`` is normalized over the choices of each state, the discriminator cannot mark a
+  whole state as the policy's: it can only say which choice there looks like the expert's.
+  The reward ``log q - log pi`` is an entropy-regularized one (its mean over the policy's
+  choices is ``-KL(pi || q)``, 0 where the policy matches ``q``) whose step to a trap costs
+  ``log q`` of a choice the expert never makes. Measured with GAIL (ratio of the expert's
+  return, seeds 1-3): TreasureHunt 0.790, 0.770, 0.771 at ``ppo.gamma=0.9`` (0.043 seed 1
+  unstructured), 0.255, 0.794, 0.796 at 0.99 (seed 1 learns to die); CherryPick 0.984, 0.903,
+  0.986 and PickMatchingBalls 0.956, 0.927, 0.968 at 0.9; MultiSnake 0.234, 0.261, 0.225 (plain
+  GAIL 0.03), where the policy still crashes after ~9 steps. With DAC (one update per 128
+  environment steps; unstructured, its policy on TreasureHunt stays near uniform), seed 1:
+  TreasureHunt 0.128 (0.043 at ``dac.gamma=0.9``; at 0.5 0.390, seeds 2, 3: 0.128, 0.135),
+  CherryPick 0.999, MultiSnake 0.083, PickMatchingBalls 0.627 (0.942 unstructured). An option, not the default: it misses
+  MultiSnake and hurts DAC on PickMatchingBalls (benchmarks/RESULTS.md, "Structured
+  discriminator").
+
+  Tried on MultiSnake, none near 0.7 (GAIL, seed 1, 200k steps, ``ppo.gamma=0.9``, against 0.234
+  structured): reward ``log q`` alone 0.198 (``log q <= 0``: every step costs and dying pays
+  again; TreasureHunt 0.784), ``log q - 0.5 log pi`` 0.362, ``ppo.ent_coef=0`` 0.255, reward
+  ``positive`` 0.221, ``negative`` 0.267, ``d_model=64, n_layer=2`` 0.319, ``batches=32`` 0.374,
+  ``lr=0.001`` 0.371, the larger one with 32 batches 0.389, 32 batches at gamma 0.99 0.397 (600k
+  steps: 0.423; with ``lr=0.001`` 0.457, 1.2M steps 0.479), 600k steps 0.382, 600k steps with
+  4,000 expert episodes 0.366, gamma 0.5 0.211. Unstructured, ``ppo.gamma=0.9`` alone:
+  TreasureHunt 0.043; DAC with ``dac.updates=8``: 0.029 (its policy lingers to the time limit).
 * **Gradient penalty** (WGAN-GP, Gulrajani et al. 2017, as DAC uses it):
   ``grad_penalty * E[(|grad_z D(z)| - 1)^2]`` at points ``z`` drawn uniformly on segments between
   an expert's and a policy's embedded inputs. Entity observations of different steps hold
@@ -69,6 +97,7 @@ The accuracy on each side is logged; :class:`SaturationWatch` warns once when bo
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -81,6 +110,7 @@ from entityrl.algorithms.common.checks import require_positive
 from entityrl.algorithms.common.optimizer import FlatOptimizer, OptimConfig, adam
 from entityrl.env.spaces import ActionSpaces, ObsSpace
 from entityrl.env.vec_obs import VecObs
+from entityrl.nn.heads import HeadOutput
 from entityrl.nn.rogue_net import RogueNet, RogueNetConfig
 from entityrl.ragged import RaggedArray
 
@@ -118,6 +148,11 @@ class DiscriminatorSettings:
     """Weight of each absorbing state in the discriminator's loss, against 1 for a step (both
     sides); null: the learner's horizon 1 / (1 - gamma), the occupancy it stands for (measured
     worse, see the module's doc)."""
+    structured: bool = False
+    """The logit is ``log q(a|s) - log pi(a|s)``: the discriminator's heads form a policy ``q``
+    set against the learner's ``pi`` (both summed over actors and actions), and an absorbing
+    state's logit is one learned number; false: an MLP reads the embedded inputs (see the
+    module's doc)."""
     ending: bool = False
     """The absorbing state carries the step that ended its episode, so an ending the expert
     never makes (a trap, a crash) is told from one it makes (success); false: one absorbing
@@ -141,6 +176,11 @@ class DiscriminatorSettings:
         if self.reward not in REWARDS:
             raise ValueError(
                 f"{section}.reward must be one of {sorted(REWARDS)}, got {self.reward!r}"
+            )
+        if self.structured and self.ending:
+            raise ValueError(
+                f"{section}.structured scores every absorbing state alike: it cannot carry "
+                f"the ending ({section}.ending=true)"
             )
         for name in ("n_layer", "grad_penalty"):
             if getattr(self, name) < 0:
@@ -212,6 +252,20 @@ def gradient_penalty(
     return ((grad.norm(dim=1) - 1) ** 2).mean()
 
 
+class PolicyRatio(nn.Module):
+    """The structured discriminator's logit from its embedded inputs ``[absorbing, value, per
+    action: log q, log pi]``: ``sum(log q) - log pi`` for a step, a learned number for an
+    absorbing state."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.absorbing = nn.Parameter(torch.zeros(()))
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        step = z[:, 2:-1].sum(1) - z[:, -1]
+        return torch.where(z[:, 0] > 0, self.absorbing, step)[:, None]
+
+
 class DiscriminatorSaturationWarning(UserWarning):
     """The discriminator tells the expert's steps from the policy's almost perfectly, for long:
     its reward no longer guides the policy."""
@@ -246,6 +300,16 @@ class SaturationWatch:
             )
 
 
+def _summed(
+    heads: Mapping[str, HeadOutput], name: str, actions: Actions, rows: int
+) -> torch.Tensor:
+    """Per row (of ``rows``), the sum over its actors of the log-probability ``heads[name]``
+    gives the actor's chosen choice."""
+    logprob = heads[name].logprob
+    index = torch.from_numpy(actions[name].row_index()).to(logprob.device)
+    return logprob.new_zeros(rows).index_add(0, index, logprob)
+
+
 def endings(steps: Steps, most: int = 1024) -> Steps:
     """The rows of ``steps`` that ended their episode by the task (the first ``most``)."""
     return steps.take(np.flatnonzero(steps.terminal)[:most])
@@ -270,14 +334,22 @@ class Discriminator:
         section: str,
         optim: OptimConfig,
         device: torch.device,
+        policy: RogueNet | None = None,
     ) -> None:
+        if settings.structured and policy is None:
+            raise ValueError(f"{section}.structured needs the learner's policy")
         self.settings = settings
+        self.policy = policy  # the learner's network (read, never trained here)
         self.max_grad_norm = optim.max_grad_norm
         self.action_names = list(action_space)
         net_config = RogueNetConfig(d_model=settings.d_model, n_layer=settings.n_layer, n_head=1)
         self.net = RogueNet(obs_space, action_space, net_config, device=device)
-        self.head = nn.Sequential(
-            nn.Linear(2 + len(action_space), _HIDDEN), nn.Tanh(), nn.Linear(_HIDDEN, 1)
+        self.head: nn.Module = (
+            PolicyRatio()
+            if settings.structured
+            else nn.Sequential(
+                nn.Linear(2 + len(action_space), _HIDDEN), nn.Tanh(), nn.Linear(_HIDDEN, 1)
+            )
         ).to(device)
         self.model = nn.ModuleDict({"net": self.net, "head": self.head})
         self.optimizer: FlatOptimizer = adam(
@@ -288,13 +360,17 @@ class Discriminator:
 
     def embedded(self, obs: VecObs, actions: Actions) -> torch.Tensor:
         """Per row, the embedded inputs ``[0, value, per action: the sum over the actors of
-        the log-probability of the chosen choice]`` (with gradients)."""
+        the log-probability of the chosen choice]`` (with gradients); structured, one more
+        column: the same sum over every action under the learner's policy (without)."""
         out = self.net.evaluate(obs, actions)
         columns = [torch.zeros_like(out.values), out.values]
-        for name in self.action_names:
-            rows = torch.from_numpy(actions[name].row_index()).to(out.values.device)
-            logprob = out.heads[name].logprob
-            columns.append(out.values.new_zeros(obs.num_rows).index_add(0, rows, logprob))
+        rows = obs.num_rows
+        columns += [_summed(out.heads, name, actions, rows) for name in self.action_names]
+        if self.policy is not None and self.settings.structured:
+            with torch.no_grad():
+                heads = self.policy.evaluate(obs, actions).heads
+                policy = [_summed(heads, name, actions, rows) for name in self.action_names]
+                columns.append(torch.stack(policy).sum(0))
         return torch.stack(columns, dim=1)
 
     def absorbing_inputs(self, ended: torch.Tensor) -> torch.Tensor:
@@ -376,7 +452,8 @@ class Discriminator:
                 policy_logits, 0.0, policy_w
             )
             penalty = torch.zeros(())
-            if self.settings.grad_penalty:
+            # Structured, the logit has slope 1 in every log-probability: nothing to hold.
+            if self.settings.grad_penalty and not self.settings.structured:
                 # Random pairs: each side's absorbing states come last.
                 pairs = min(len(expert_z), len(policy_z))
                 e, p = (
