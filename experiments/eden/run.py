@@ -652,18 +652,23 @@ def bench_cells(args: argparse.Namespace) -> list[Cell]:
     return [Cell(w, r, o) for w in args.worlds for r in args.rewards for o in args.observations]
 
 
+def cell_overrides(cell: Cell, args: argparse.Namespace) -> tuple[str, ...]:
+    """The cell's world, as overrides of a family's config."""
+    return (
+        *BENCH_WORLDS[cell.world],
+        f"env.kwargs.life_limit={args.life_limit}",
+        f"env.kwargs.reward={cell.reward}",
+        f"env.kwargs.observation={cell.observation}",
+        "env.kwargs.actions=simple",
+    )
+
+
 def bench_study(args: argparse.Namespace, out: Path) -> Study:
     """The families that are built x the cells, as a study (panel: the cell; label: the
     family)."""
     runs = []
     for cell in bench_cells(args):
-        world = (
-            *BENCH_WORLDS[cell.world],
-            f"env.kwargs.life_limit={args.life_limit}",
-            f"env.kwargs.reward={cell.reward}",
-            f"env.kwargs.observation={cell.observation}",
-            "env.kwargs.actions=simple",
-        )
+        world = cell_overrides(cell, args)
         for family in args.families:
             built = FAMILIES[family]
             if built is None:
@@ -698,7 +703,8 @@ def record_demos(study: Study, args: argparse.Namespace, out: Path) -> None:
     for run in study.runs:
         if run.label != "bc":
             continue
-        config = load_config_of(run, args.seeds[0], args, out / "unused")
+        # The recording depends on the cell alone: any seed's config names it.
+        config = load_config_of(run, args.seeds[0], args, out / bench_dir(args))
         path = Path(config.bc.demos[0])
         if path.is_file():
             continue
@@ -712,17 +718,18 @@ def record_demos(study: Study, args: argparse.Namespace, out: Path) -> None:
         _say(f"bench: recorded {args.demos} episodes of the scripted survivor in {path.name}")
 
 
-def references(study: Study, args: argparse.Namespace) -> list[dict]:
+def references(args: argparse.Namespace) -> list[dict]:
     """Random play (uniformly random legal actions) and the scripted survivor in every cell,
     ``args.episodes`` episodes per seed, each seed on its own evaluation worlds."""
     from entityrl.env import RandomPolicy
     from entityrl.envs import make_vec
     from entityrl.envs.experts import SurvivalExpert
     from entityrl.training import evaluate
+    from entityrl.training.config import load_config
 
     rows = []
-    for run in {r.panel: r for r in study.runs}.values():  # one run per cell: its world
-        config = load_config_of(run, args.seeds[0], args, Path("unused"))
+    for cell in bench_cells(args):
+        config = load_config(BASE, list(cell_overrides(cell, args)))
         for seed in args.seeds:
             for label in ("random", "scripted"):
                 started = time.time()
@@ -735,7 +742,7 @@ def references(study: Study, args: argparse.Namespace) -> list[dict]:
                     played = evaluate(policy, env, args.episodes)
                 rows.append(
                     {
-                        "panel": run.panel,
+                        "panel": cell.name,
                         "label": label,
                         "seed": seed,
                         "lifetime": played.mean("episode_length"),
@@ -913,7 +920,7 @@ def bench_report(
     """The bench's results json, performance profiles and docs section, from its finished
     runs and the references played now."""
     study = bench_study(args, out)
-    results = [*references(study, args), *bench_results(study, args, out)]
+    results = [*references(args), *bench_results(study, args, out)]
     write_json(results_dir / f"bench_{args.budget}.json", results)
     figure = docs / "images" / f"eden_bench_{args.budget}.png"
     figure.parent.mkdir(parents=True, exist_ok=True)
@@ -929,8 +936,9 @@ def run_bench(
     ``docs`` (its survival.md and images/) and ``results_dir``; False if interrupted."""
     study = bench_study(args, out)
     started = time.time()
+    seeds = " ".join(map(str, args.seeds))
     _say(
-        f"bench ({args.budget}): {len(study.runs)} runs x seeds {args.seeds}, kept in {out / bench_dir(args)}"
+        f"bench ({args.budget}): {len(study.runs)} runs x seeds {seeds}, in {out / bench_dir(args)}"
     )
     record_demos(study, args, out)
     try:
