@@ -14,6 +14,7 @@ TreasureHunt              a shortest path (avoiding traps) to the nearest treasu
 Corridor                  always right                                               1.0
 ContinuousMoveToOrigin    the thrust that coasts it home by the episode's end        1.0
 MultiSnake                each snake a shortest safe path to its food                ~0.9
+survival worlds           eat and drink when low, else gather, craft and hunt         (lifetime)
 ========================  =========================================================  ==========
 
 MultiSnake's expert is written as users write one (docs/recording.md): a function of one
@@ -29,8 +30,9 @@ from collections.abc import Callable, Mapping
 import numpy as np
 import numpy.typing as npt
 
-from entityrl.env import Action, CategoricalAction, Observation
-from entityrl.env.vec_obs import VecObs, VecSelectEntityMask
+from entityrl.env import Action, CategoricalAction, Observation, ObsSpace
+from entityrl.env.spaces import ActionSpace, GlobalCategoricalActionSpace
+from entityrl.env.vec_obs import VecCategoricalMask, VecObs, VecSelectEntityMask
 from entityrl.envs.move_to_origin import THRUST
 from entityrl.envs.multi_snake import MOVES as SNAKE_MOVES
 from entityrl.envs.pick_matching_balls import NUM_COLORS
@@ -163,6 +165,94 @@ class ContinuousMoveToOriginExpert:
         wanted = -ship[:, 0:2] / remaining  # the velocity that arrives on the last step
         thrust = np.clip(wanted - ship[:, 2:4], -THRUST[0], THRUST[0]).astype(np.float32)
         return {"thrust": RaggedArray(thrust, obs.action_masks["thrust"].actors.lengths)}
+
+
+class SurvivalExpert:
+    """The survival worlds with the simple actions (``actions="simple"``): a scripted survivor,
+    the upper reference of the survival bench (experiments/eden/run.py) and the expert its
+    behaviour cloning imitates.
+
+    Each step it takes the first legal action of: ``consume`` when satiety or thirst is below
+    ``hungry`` of its maximum (``consume`` itself picks what relieves the emptiest meter);
+    ``attack`` (the nearest target: a pig is food, and a wolf in reach bites either way);
+    ``pickup`` (what the backpack holds least of: meat and water lying about); ``collect``
+    while it carries no water (the nearest river or tree: water, or wood for a torch);
+    ``equip``, ``synthesize`` (a torch for the night); ``move`` (toward the nearest pig, else a
+    random step); ``idle``. Wood is gathered only on the way to water, since a backpack of wood
+    feeds no one. The simple actions aim themselves, so it needs only the masks, the two meters
+    and the water carried. It reads the meters as fractions of their maximum, as every
+    observation but ``raw`` gives them (``raw`` gives raw values: refused).
+    """
+
+    WALK = 4
+    WISHES = ("attack", "pickup", "collect", "equip", "synthesize", "move", "idle")
+
+    def __init__(
+        self,
+        obs_space: ObsSpace,
+        action_space: Mapping[str, ActionSpace],
+        hungry: float = 0.6,
+    ) -> None:
+        names = list(obs_space.global_features)
+        space = action_space.get("act")
+        if not isinstance(space, GlobalCategoricalActionSpace):
+            raise ValueError(
+                "SurvivalExpert plays the simple actions (a global categorical action 'act'); "
+                f"got actions {sorted(action_space)}: build the world with actions='simple'"
+            )
+        needed = ("satiety", "thirst", "carrying_water")
+        missing = [m for m in needed if m not in names]
+        if missing or any(n.startswith("backpack0_") for n in names):
+            raise ValueError(
+                f"SurvivalExpert reads {', '.join(needed)} (meters as fractions of their "
+                "maximum), which the entity and fixed-size observations give; got global "
+                f"features {names[:6]}... (observation 'raw', or a world without them)"
+            )
+        choices = list(space.choices)
+        absent = [c for c in ("consume", *self.WISHES) if c not in choices]
+        if absent:
+            raise ValueError(
+                f"SurvivalExpert needs the simple actions {absent}, which action expansions "
+                f"replaced; got choices {choices}"
+            )
+        self.meters = [names.index("satiety"), names.index("thirst")]
+        self.water = names.index("carrying_water")
+        self.choices = choices
+        self.hungry = hungry
+        # Per copy: the water carried and the choice made at the last step, the steps left to
+        # walk on before collecting again.
+        self.water_before = np.zeros(0, dtype=np.float32)
+        self.last = np.zeros(0, dtype=np.int64)
+        self.away = np.zeros(0, dtype=np.int64)
+
+    def act(self, obs: VecObs) -> dict[str, RaggedArray]:
+        mask = obs.action_masks["act"]
+        assert isinstance(mask, VecCategoricalMask) and mask.mask is not None
+        legal = mask.mask.data
+        features = obs.global_features
+        rows = obs.num_rows
+        water = features[:, self.water]
+        if self.away.shape[0] != rows:  # the first batch
+            self.water_before, self.last = water.copy(), np.zeros(rows, dtype=np.int64)
+            self.away = np.zeros(rows, dtype=np.int64)
+        # Collecting yields what the backpack holds least of: beside a tree or a mine and no
+        # river, wood or stone again and again. After a collect that gave no water, walk on.
+        dry = (self.last == self.choices.index("collect")) & (water <= self.water_before)
+        self.away = np.where(dry, self.WALK, self.away - 1)
+        wants = {
+            "consume": features[:, self.meters].min(axis=1) < self.hungry,
+            "collect": (features[:, self.water] == 0) & (self.away <= 0),
+        }
+        chosen = np.full(rows, self.choices.index("idle"), dtype=np.int64)
+        decided = np.zeros(rows, dtype=np.bool_)
+        # The first wish that is legal wins; later ones fill only the undecided rows.
+        for wish in ("consume", *self.WISHES):
+            choice = self.choices.index(wish)
+            take = ~decided & wants.get(wish, True) & legal[:, choice]
+            chosen[take] = choice
+            decided |= take
+        self.water_before, self.last = water.copy(), chosen
+        return {"act": RaggedArray(chosen[:, None], mask.actors.lengths)}
 
 
 EXPERTS = {

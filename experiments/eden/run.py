@@ -13,9 +13,21 @@ the figure (mean learning curves over the seeds, one panel per setting) to
 ``docs/images/eden_<study>.png``; the table to the section "Results: <title>" of
 ``docs/survival.md``, which says how many of the study's runs it holds.
 
+The study ``bench`` is the survival world as an evaluation standard: algorithm families (PPO,
+recurrent PPO, DQN, SAC, PPO+RND, PPO+ICM, behaviour cloning of a scripted survivor; meta-RL
+listed as not built) x worlds x rewards x observations at a ``--budget`` (smoke, small, paper:
+steps per run, seeds, episodes), through the same runs, sharing and sittings as the studies.
+Its report adds random play and the scripted survivor to every cell, the lifetime's IQM with
+a 95% stratified bootstrap interval over the seeds (``entityrl.stats``), performance profiles
+(``docs/images/eden_bench_<budget>.png``), ``results/bench_<budget>.json`` and the section
+"Results: Survival bench, <budget> budget".
+
 usage: python experiments/eden/run.py STUDY [--seeds 1 2 3] [--steps 2000000] [--episodes 100]
        [--jobs 1] [--threads 1] [--out DIR] [--runs TEXT] [--no-report | --report-only]
        python experiments/eden/run.py STUDY --commands   (the equivalent ``entityrl train`` lines)
+       python experiments/eden/run.py bench [--budget smoke|small|paper] [--families ...]
+       [--worlds ...] [--rewards dense] [--observations entities] [--seeds ...] [--out DIR]
+       [--no-report | --report-only]
        python experiments/eden/run.py --list
 """
 
@@ -65,6 +77,8 @@ class Run:
     panel: str
     label: str
     overrides: tuple[str, ...]
+    config: Path = BASE
+    """The config file the overrides apply to (the bench's DQN and SAC start from theirs)."""
 
     @property
     def name(self) -> str:
@@ -392,6 +406,9 @@ def _evaluate(run_dir: Path, episodes: int) -> dict:
     from entityrl.training.run_log import read_metrics
 
     agent = load_agent(run_dir, seed=0)
+    # A run is judged by the policy its algorithm trains: DQN's is greedy (its config says
+    # eval.deterministic), PPO's sampled.
+    agent.deterministic = agent.config.eval.deterministic
     with make_eval_env(agent, num_envs=32, seed=777) as env:
         trained = evaluate(agent, env, episodes)
         baseline = evaluate(RandomPolicy(env.action_space, seed=0), env, episodes)
@@ -414,7 +431,7 @@ def _evaluate(run_dir: Path, episodes: int) -> dict:
 def load_config_of(run: Run, seed: int, args: argparse.Namespace, run_dir: Path) -> TrainConfig:
     from entityrl.training.config import load_config
 
-    return load_config(BASE, [*run.overrides, *_settings(args, seed, run_dir)])
+    return load_config(run.config, [*run.overrides, *_settings(args, seed, run_dir)])
 
 
 def _settings(args: argparse.Namespace, seed: int, run_dir: Path | str) -> list[str]:
@@ -549,8 +566,16 @@ def report(name: str, out: Path, args: argparse.Namespace) -> None:
     figure.parent.mkdir(parents=True, exist_ok=True)
     plot(STUDIES[name], results, figure)
     seeds = sorted({*STUDY_SEEDS, *args.seeds, *(r["seed"] for r in results)})
-    body = section(name, results, seeds, args.steps, args.episodes)
-    doc = DOCS / "survival.md"
+    replace_section(DOCS / "survival.md", section(name, results, seeds, args.steps, args.episodes))
+    print(
+        f"wrote experiments/eden/results/{name}.json ({len(results)} runs), "
+        f"docs/images/{figure.name}, docs/survival.md"
+    )
+
+
+def replace_section(doc: Path, body: str) -> None:
+    """``body`` (its first line a heading) in place of ``doc``'s section of that heading, up to
+    the next heading of level 2 or deeper, or at the end of ``doc`` if it has none."""
     text = doc.read_text()
     heading = body.split("\n", 1)[0]
     pattern = re.compile(rf"^{re.escape(heading)}\n.*?(?=^##|\Z)", re.S | re.M)
@@ -558,10 +583,6 @@ def report(name: str, out: Path, args: argparse.Namespace) -> None:
     tmp = doc.with_suffix(".tmp")
     tmp.write_text(text)
     os.replace(tmp, doc)
-    print(
-        f"wrote experiments/eden/results/{name}.json ({len(results)} runs), "
-        f"docs/images/{figure.name}, docs/survival.md"
-    )
 
 
 def write_json(path: Path, data: object) -> None:
@@ -570,6 +591,363 @@ def write_json(path: Path, data: object) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(data, indent=1))
     os.replace(tmp, path)
+
+
+# ---------------------------------------------------------------------------- the bench
+@dataclass(frozen=True)
+class Budget:
+    """How much a bench sitting trains: steps per run, seeds per cell, evaluation episodes,
+    and the scripted survivor's episodes behaviour cloning learns from."""
+
+    steps: int
+    seeds: tuple[int, ...]
+    episodes: int
+    demos: int
+
+
+BUDGETS = {
+    "smoke": Budget(2048, (1,), 4, 4),  # one PPO iteration: the pipeline, not a result
+    "small": Budget(100_000, (1, 2, 3, 4, 5), 100, 200),
+    "paper": Budget(2_000_000, (1, 2, 3, 4, 5), 100, 1000),  # base.yaml's steps, every family
+}
+CONFIGS = ROOT / "entityrl" / "configs"
+FAMILIES: dict[str, tuple[Path, tuple[str, ...]] | None] = {
+    "ppo": (BASE, ()),
+    "recurrent_ppo": (BASE, ("net.memory=true",)),
+    # The shipped DayAndNight settings of the off-policy algorithms (benchmarks/RESULTS.md,
+    # "The survival world against random play"); base.yaml's are PPO's.
+    "dqn": (CONFIGS / "dqn" / "day_and_night.yaml", ()),
+    "sac": (CONFIGS / "sac" / "day_and_night.yaml", ()),
+    "ppo_rnd": (BASE, (f"rnd.coef={RND_COEF}",)),
+    "ppo_icm": (BASE, ("icm.coef=1.0",)),  # icm.* as corridor.yaml ships it
+    "bc": (BASE, ("algo=bc", "bc.eval_episodes=0")),  # bc.demos: the bench's recording
+    "meta_rl": None,  # RL^2 is not in entityrl: its row says so
+}
+"""Each algorithm family: its config file and overrides, None for a family not built."""
+BENCH_WORLDS = {
+    "DayAndNight": ("env.id=DayAndNight",),
+    "FourSeasonGentle": _world("four_season_gentle.yaml"),
+}
+"""The worlds of the bench, all at ``--life-limit`` (100: the paper's setting of Figs. 14-16)."""
+OBSERVATIONS = ("entities", "nearest1", "nearest10_prey", "nearest10")
+"""The observations the bench takes: the scripted survivor reads every one but ``raw``."""
+EVAL_SEED = 777
+"""The evaluation episodes' seed, as ``_evaluate``'s: the references play at EVAL_SEED + seed."""
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One world of the bench under one reward and observation: a row group of its table."""
+
+    world: str
+    reward: str
+    observation: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.world}, {self.reward}, {self.observation}"
+
+
+def bench_cells(args: argparse.Namespace) -> list[Cell]:
+    return [Cell(w, r, o) for w in args.worlds for r in args.rewards for o in args.observations]
+
+
+def cell_overrides(cell: Cell, args: argparse.Namespace) -> tuple[str, ...]:
+    """The cell's world, as overrides of a family's config."""
+    return (
+        *BENCH_WORLDS[cell.world],
+        f"env.kwargs.life_limit={args.life_limit}",
+        f"env.kwargs.reward={cell.reward}",
+        f"env.kwargs.observation={cell.observation}",
+        "env.kwargs.actions=simple",
+    )
+
+
+def bench_study(args: argparse.Namespace, out: Path) -> Study:
+    """The families that are built x the cells, as a study (panel: the cell; label: the
+    family)."""
+    runs = []
+    for cell in bench_cells(args):
+        world = cell_overrides(cell, args)
+        for family in args.families:
+            built = FAMILIES[family]
+            if built is None:
+                continue
+            config, overrides = built
+            if family == "bc":
+                overrides = (*overrides, f"bc.demos=[{demos_of(out, cell, args.demos)}]")
+                if args.budget == "smoke":
+                    overrides = (*overrides, "bc.epochs=1")
+            runs.append(Run(cell.name, family, (*world, *overrides), config))
+    return Study(f"Survival bench, {args.budget} budget", tuple(runs))
+
+
+def bench_dir(args: argparse.Namespace) -> str:
+    """The folder of ``--out`` that keeps the runs of the budget: a budget's runs never
+    overwrite another's (runs of equal configs are still shared, as between studies)."""
+    return f"bench_{args.budget}"
+
+
+def demos_of(out: Path, cell: Cell, episodes: int) -> Path:
+    name = re.sub(r"[^a-z0-9]+", "_", cell.name.lower()).strip("_")
+    return out / "bench" / "demos" / f"{name}_{episodes}.arrow"
+
+
+def record_demos(study: Study, args: argparse.Namespace, out: Path) -> None:
+    """The scripted survivor's recording of each cell behaviour cloning learns from, made once
+    (a finished file is kept; it is written whole or not at all)."""
+    from entityrl.envs import make_vec
+    from entityrl.envs.experts import SurvivalExpert
+    from entityrl.recording import record
+
+    for run in study.runs:
+        if run.label != "bc":
+            continue
+        # The recording depends on the cell alone: any seed's config names it.
+        config = load_config_of(run, args.seeds[0], args, out / bench_dir(args))
+        path = Path(config.bc.demos[0])
+        if path.is_file():
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp.arrow")
+        kwargs = dict(config.env.kwargs)
+        env = make_vec(config.env.id, 16, seed=EVAL_SEED - 1, **kwargs)
+        expert = SurvivalExpert(env.obs_space, env.action_space)
+        record(expert, env, tmp, args.demos, env_id=config.env.id, env_kwargs=kwargs)
+        os.replace(tmp, path)
+        _say(f"bench: recorded {args.demos} episodes of the scripted survivor in {path.name}")
+
+
+def references(args: argparse.Namespace) -> list[dict]:
+    """Random play (uniformly random legal actions) and the scripted survivor in every cell,
+    ``args.episodes`` episodes per seed, each seed on its own evaluation worlds."""
+    from entityrl.env import RandomPolicy
+    from entityrl.envs import make_vec
+    from entityrl.envs.experts import SurvivalExpert
+    from entityrl.training import evaluate
+    from entityrl.training.config import load_config
+
+    rows = []
+    for cell in bench_cells(args):
+        config = load_config(BASE, list(cell_overrides(cell, args)))
+        for seed in args.seeds:
+            for label in ("random", "scripted"):
+                started = time.time()
+                with make_vec(config.env.id, 32, seed=EVAL_SEED + seed, **config.env.kwargs) as env:
+                    policy = (
+                        RandomPolicy(env.action_space, seed=seed)
+                        if label == "random"
+                        else SurvivalExpert(env.obs_space, env.action_space)
+                    )
+                    played = evaluate(policy, env, args.episodes)
+                rows.append(
+                    {
+                        "panel": cell.name,
+                        "label": label,
+                        "seed": seed,
+                        "lifetime": played.mean("episode_length"),
+                        "return": played.mean("episode_return"),
+                        "seconds": time.time() - started,
+                    }
+                )
+    return rows
+
+
+def bench_results(study: Study, args: argparse.Namespace, out: Path) -> list[dict]:
+    """The finished runs of the bench's cells at its seeds, steps and episodes."""
+    found = (
+        finished_run(bench_dir(args), run, seed, out, args)
+        for run in study.runs
+        for seed in args.seeds
+    )
+    return [summary for summary in found if summary]
+
+
+def bench_table(args: argparse.Namespace, results: list[dict]) -> str:
+    """Per cell, a row per reference and family: lifetime per seed, its IQM with a 95%
+    stratified bootstrap interval over the seeds, the IQM normalized (random play 0, the
+    scripted survivor 1) and the seconds per run (a family's training, a reference's play)."""
+    from entityrl import stats
+
+    rows = [
+        "| world, reward, observation | family | seeds | lifetime per seed | IQM [95% CI] | "
+        "normalized IQM | s per run |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for cell in bench_cells(args):
+        lifetimes = _lifetimes(results, cell.name)
+        for label in ("random", "scripted", *args.families):
+            if FAMILIES.get(label, ()) is None:
+                rows.append(f"| {cell.name} | {label} | | not built | | | |")
+                continue
+            if label not in lifetimes:
+                rows.append(f"| {cell.name} | {label} | 0 | none finished yet | | | |")
+                continue
+            life = lifetimes[label]
+            estimate = stats.interval([life])
+            normalized = _normalize(lifetimes, [estimate.value])
+            mine = [r for r in results if (r["panel"], r["label"]) == (cell.name, label)]
+            seconds = sum(r["seconds"] for r in mine) / len(mine)
+            rows.append(
+                f"| {cell.name} | {label} | {len(life)} | {', '.join(f'{x:.1f}' for x in life)} "
+                f"| {estimate.value:.1f} [{estimate.low:.1f}, {estimate.high:.1f}] | "
+                f"{'-' if normalized is None else f'{normalized[0]:.2f}'} | "
+                f"{seconds:.0f} |"
+            )
+    return "\n".join(rows)
+
+
+def _lifetimes(results: list[dict], panel: str) -> dict[str, list[float]]:
+    """Per label (reference or family), the lifetimes of the cell's seeds."""
+    by_label: dict[str, list[float]] = {}
+    for r in results:
+        if r["panel"] == panel:
+            by_label.setdefault(r["label"], []).append(r["lifetime"])
+    return by_label
+
+
+def _normalize(lifetimes: dict[str, list[float]], values: list[float]) -> list[float] | None:
+    """``values`` on the cell's scale: random play's IQM 0, the scripted survivor's 1 (None
+    where the two are equal: no scale)."""
+    from entityrl import stats
+
+    floor, top = (stats.iqm([lifetimes[r]]) for r in ("random", "scripted"))
+    return None if top == floor else [(x - floor) / (top - floor) for x in values]
+
+
+def normalized_scores(
+    args: argparse.Namespace, results: list[dict]
+) -> dict[str, list[list[float]]]:
+    """Per label, one list per cell (a task, for entityrl.stats) of its seeds' normalized
+    lifetimes; a label with a cell unfinished is left out (every label needs the same tasks)."""
+    scores: dict[str, list[list[float]]] = {}
+    for label in ("random", "scripted", *args.families):
+        tasks = []
+        for cell in bench_cells(args):
+            lifetimes = _lifetimes(results, cell.name)
+            normalized = _normalize(lifetimes, lifetimes.get(label, []))
+            if not normalized:
+                break
+            tasks.append(normalized)
+        else:
+            scores[label] = tasks
+    return scores
+
+
+def plot_profiles(scores: dict[str, list[list[float]]], path: Path) -> None:
+    """Performance profiles (Agarwal et al. 2021): per family, the share of runs whose
+    normalized lifetime exceeds each threshold, with its 95% bootstrap band."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from entityrl import stats
+
+    every = np.concatenate([np.concatenate(tasks) for tasks in scores.values()])
+    taus = np.linspace(min(every.min(), 0.0) - 0.1, max(every.max(), 1.0) + 0.1, 101)
+    fig, ax = plt.subplots(figsize=(7, 4.5), constrained_layout=True)
+    for label, tasks in scores.items():
+        share, low, high = stats.performance_profile(tasks, taus)
+        ax.plot(
+            taus, share, label=label, linestyle="--" if label in ("random", "scripted") else "-"
+        )
+        ax.fill_between(taus, low, high, alpha=0.15)
+    ax.set(
+        xlabel="normalized lifetime τ (random play 0, scripted survivor 1)",
+        ylabel="fraction of runs with score > τ",
+        title="Survival bench: performance profiles",
+    )
+    ax.legend(fontsize=8)
+    tmp = path.with_suffix(".tmp.png")
+    fig.savefig(tmp, dpi=100)
+    plt.close(fig)
+    os.replace(tmp, path)
+
+
+def bench_section(
+    args: argparse.Namespace, out: Path, results: list[dict], wall: float | None
+) -> str:
+    """The bench's "Results" section of docs/survival.md; ``wall``: the seconds of the sitting
+    that wrote it (None: written with ``--report-only``)."""
+    import platform
+
+    from entityrl import stats
+
+    budget = BUDGETS[args.budget]
+    command = (
+        f"python experiments/eden/run.py bench --budget {args.budget} --worlds "
+        f"{' '.join(args.worlds)} --rewards {' '.join(args.rewards)} --observations "
+        f"{' '.join(args.observations)} --families {' '.join(args.families)} --seeds "
+        f"{' '.join(map(str, args.seeds))} --life-limit {args.life_limit}"
+    )
+    trained = [r for r in results if r["label"] in FAMILIES]
+    expected = len(bench_study(args, out).runs) * len(args.seeds)
+    coverage = (
+        f"All {expected} training runs are in."
+        if len(trained) == expected
+        else f"**Partial: {len(trained)} of the bench's {expected} training runs are finished; "
+        "the table and the figure show only those.**"
+    )
+    scores = normalized_scores(args, results)
+    aggregate = "\n".join(
+        f"- {label}: IQM of the normalized lifetime over every cell and seed "
+        f"{stats.interval(tasks)}"
+        for label, tasks in scores.items()
+    )
+    load = " / ".join(f"{x:.2f}" for x in os.getloadavg())
+    return (
+        f"### Results: Survival bench, {args.budget} budget\n\n"
+        f"Command: `{command}`. Budget `{args.budget}`: {args.steps:,} environment steps per "
+        f"run, seeds {', '.join(map(str, args.seeds))}, {args.episodes} evaluation episodes "
+        f"per run (behaviour cloning: {budget.demos} episodes of the scripted survivor). Life "
+        f"limit {args.life_limit}, simple actions. Lifetime: mean episode length over the "
+        "episodes (sampled actions; DQN and SAC greedy, as their configs evaluate); IQM and "
+        "its 95% stratified bootstrap interval over the seeds (`entityrl.stats`); s per run: "
+        "a family's training (its last sitting's, if continued), a reference's play. Machine: "
+        f"{platform.machine()}, {os.cpu_count()} cores, load average {load} when written; "
+        + ("written with --report-only" if wall is None else f"this sitting took {_clock(wall)}")
+        + f". {coverage}\n\n"
+        f"{bench_table(args, results)}\n\nOver the cells:\n\n{aggregate}\n\n"
+        f"![Survival bench performance profiles](images/eden_bench_{args.budget}.png)\n"
+    )
+
+
+def bench_report(
+    args: argparse.Namespace, out: Path, docs: Path, results_dir: Path, wall: float | None
+) -> None:
+    """The bench's results json, performance profiles and docs section, from its finished
+    runs and the references played now."""
+    study = bench_study(args, out)
+    results = [*references(args), *bench_results(study, args, out)]
+    write_json(results_dir / f"bench_{args.budget}.json", results)
+    figure = docs / "images" / f"eden_bench_{args.budget}.png"
+    figure.parent.mkdir(parents=True, exist_ok=True)
+    plot_profiles(normalized_scores(args, results), figure)
+    replace_section(docs / "survival.md", bench_section(args, out, results, wall))
+    print(f"wrote the bench's results, {figure.name} and its section of {docs / 'survival.md'}")
+
+
+def run_bench(
+    args: argparse.Namespace, out: Path, docs: Path = DOCS, results_dir: Path = HERE / "results"
+) -> bool:
+    """Train (or take) every run of the bench, then report (unless ``args.no_report``) to
+    ``docs`` (its survival.md and images/) and ``results_dir``; False if interrupted."""
+    study = bench_study(args, out)
+    started = time.time()
+    seeds = " ".join(map(str, args.seeds))
+    _say(
+        f"bench ({args.budget}): {len(study.runs)} runs x seeds {seeds}, in {out / bench_dir(args)}"
+    )
+    record_demos(study, args, out)
+    try:
+        complete = train_all(bench_dir(args), study, args, out)
+    except KeyboardInterrupt:
+        complete = False
+    if not args.no_report:
+        bench_report(args, out, docs, results_dir, time.time() - started)
+    return complete
 
 
 # ---------------------------------------------------------------------------- main
@@ -626,12 +1004,25 @@ def train_all(name: str, study: Study, args: argparse.Namespace, out: Path) -> b
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("study", nargs="?", choices=sorted(STUDIES))
+    parser.add_argument("study", nargs="?", choices=[*sorted(STUDIES), "bench"])
     parser.add_argument("--list", action="store_true", help="list the studies and their runs")
     parser.add_argument("--commands", action="store_true", help="print the runs' train commands")
-    parser.add_argument("--seeds", type=int, nargs="+", default=list(STUDY_SEEDS))
-    parser.add_argument("--steps", type=int, default=2_000_000, help="per run (default 2M)")
-    parser.add_argument("--episodes", type=int, default=100, help="evaluation episodes")
+    parser.add_argument(
+        "--seeds", type=int, nargs="+", help="default 1 2 3 (bench: the budget's seeds)"
+    )
+    parser.add_argument("--steps", type=int, help="per run (default 2M; bench: the budget's)")
+    parser.add_argument(
+        "--episodes", type=int, help="evaluation episodes (default 100; bench: the budget's)"
+    )
+    bench = parser.add_argument_group("bench (study 'bench': families x worlds)")
+    bench.add_argument("--budget", choices=list(BUDGETS), default="small")
+    bench.add_argument("--families", nargs="+", choices=list(FAMILIES), default=list(FAMILIES))
+    bench.add_argument(
+        "--worlds", nargs="+", choices=list(BENCH_WORLDS), default=list(BENCH_WORLDS)
+    )
+    bench.add_argument("--rewards", nargs="+", choices=REWARDS, default=["dense"])
+    bench.add_argument("--observations", nargs="+", choices=OBSERVATIONS, default=["entities"])
+    bench.add_argument("--life-limit", type=int, default=100)
     parser.add_argument("--threads", type=int, default=1, help="torch threads per run")
     parser.add_argument("--jobs", type=int, default=1, help="runs trained at the same time")
     parser.add_argument(
@@ -654,13 +1045,33 @@ def main() -> None:
         help="train nothing: write the results, figure and docs section from the finished runs",
     )
     args = parser.parse_args()
-    for option in ("steps", "episodes", "threads", "jobs"):
+    if args.study == "bench":
+        budget = BUDGETS[args.budget]
+        if args.steps is not None or args.episodes is not None:
+            parser.error(f"bench: --budget sets the steps and episodes; got --steps "
+                         f"{args.steps}, --episodes {args.episodes}")  # fmt: skip
+        args.steps, args.episodes, args.demos = budget.steps, budget.episodes, budget.demos
+        args.seeds = args.seeds or list(budget.seeds)
+    args.seeds = args.seeds or list(STUDY_SEEDS)
+    args.steps = args.steps or 2_000_000
+    args.episodes = args.episodes or 100
+    for option in ("steps", "episodes", "threads", "jobs", "life_limit"):
         if getattr(args, option) < 1:
             parser.error(f"--{option} must be at least 1, got {getattr(args, option)}")
     args.out = args.out.resolve()  # before moving to the repository's root
     os.chdir(ROOT)
     if args.list or args.study is None:
         print(listing(args))
+        return
+    if args.study == "bench":
+        if args.runs or args.commands or (args.report_only and args.no_report):
+            parser.error("bench: --runs, --commands and --report-only with --no-report do not "
+                         "apply; choose runs with --families and --worlds")  # fmt: skip
+        if args.report_only:
+            bench_report(args, args.out, DOCS, HERE / "results", None)
+        elif not run_bench(args, args.out):
+            print("interrupted: run the same command again to continue where it stopped")
+            sys.exit(130)
         return
     study = STUDIES[args.study]
     if args.runs:
@@ -678,11 +1089,8 @@ def main() -> None:
                 run_dir = run_dir_of(args.out, args.study, run, seed)
                 shown = run_dir.relative_to(ROOT) if run_dir.is_relative_to(ROOT) else run_dir
                 settings = _settings(args, seed, shown)[:3]
-                print(
-                    " ".join(
-                        ["entityrl train", str(BASE.relative_to(ROOT)), *run.overrides, *settings]
-                    )
-                )
+                config = str(run.config.relative_to(ROOT))
+                print(" ".join(["entityrl train", config, *run.overrides, *settings]))
         return
     from entityrl.training.checkpoint import CheckpointError
     from entityrl.training.config import ConfigError

@@ -298,3 +298,88 @@ def test_report_only_trains_nothing(tmp_path: Path) -> None:
     refused = subprocess.run(both, capture_output=True, text=True)
     assert refused.returncode == 2
     assert "--report-only and --no-report exclude each other" in refused.stderr
+
+
+# ---------------------------------------------------------------------------- the bench
+def bench_settings(**changes: object) -> argparse.Namespace:
+    """The smoke budget on DayAndNight, every family, as ``run.py bench`` sets it up."""
+    budget = eden.BUDGETS["smoke"]
+    values = {
+        "budget": "smoke",
+        "steps": budget.steps,
+        "episodes": budget.episodes,
+        "demos": budget.demos,
+        "seeds": list(budget.seeds),
+        "threads": 1,
+        "jobs": 1,
+        "families": list(eden.FAMILIES),
+        "worlds": ["DayAndNight"],
+        "rewards": ["dense"],
+        "observations": ["entities"],
+        "life_limit": 100,
+        "no_report": False,
+    }
+    return argparse.Namespace(**{**values, **changes})
+
+
+def test_the_smoke_bench_trains_every_family_once_and_reports_every_row(
+    spy: type[TrainerSpy], tmp_path: Path
+) -> None:
+    docs, results = tmp_path / "docs", tmp_path / "results"
+    docs.mkdir()
+    (docs / "survival.md").write_text("# The survival world\n\n## Rewards\n\ntext\n")
+    out = tmp_path / "runs"
+    assert eden.run_bench(bench_settings(), out, docs, results)
+    built = [f for f, how in eden.FAMILIES.items() if how is not None]
+    assert len(spy.started) == len(built) == 7  # meta-RL is not built
+    algos = {load_checkpoint(d)["config"]["algo"] for d in (out / "bench_smoke").glob("*_seed1")}
+    assert algos == {"ppo", "dqn", "sac", "bc"}
+
+    text = (docs / "survival.md").read_text()
+    first = text
+    section = text.split("### Results: Survival bench, smoke budget\n", 1)[1]
+    rows = {line.split(" | ")[1]: line for line in section.splitlines() if line.startswith("| Day")}
+    assert set(rows) == {"random", "scripted", *eden.FAMILIES}
+    assert "| meta_rl | | not built |" in rows["meta_rl"]
+    for family in built:
+        assert "| 1 |" in rows[family] and "none finished" not in rows[family]
+    assert "All 7 training runs are in." in section
+    saved = json.loads((results / "bench_smoke.json").read_text())
+    assert {r["label"] for r in saved} == {"random", "scripted", *built}
+    assert (docs / "images" / "eden_bench_smoke.png").stat().st_size > 0
+
+    # A second sitting trains nothing, and its section replaces the first one.
+    assert eden.run_bench(bench_settings(), out, docs, results)
+    assert len(spy.started) == 7
+    text = (docs / "survival.md").read_text()
+    assert text.count("### Results: Survival bench, smoke budget") == 1
+    assert text.split("## Rewards")[0] == first.split("## Rewards")[0]
+
+
+def test_the_scripted_survivor_outlives_random_play() -> None:
+    from entityrl.envs.experts import SurvivalExpert
+    from entityrl.training import evaluate
+
+    env = make_vec("DayAndNight", 16, seed=3, life_limit=100, actions="simple")
+    scripted = evaluate(SurvivalExpert(env.obs_space, env.action_space), env, 64)
+    random = evaluate(RandomPolicy(env.action_space, seed=0), env, 64)
+    assert scripted.mean("episode_length") > 1.3 * random.mean("episode_length")
+    assert scripted.mean("task/eat_meat") > 1 and scripted.mean("task/drink_water") > 1
+
+    full = make_vec("DayAndNight", 2, seed=0)
+    with pytest.raises(ValueError, match="build the world with actions='simple'"):
+        SurvivalExpert(full.obs_space, full.action_space)
+
+
+def test_the_paper_bench_shares_its_ppo_run_with_the_studies(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(ROOT)
+    paper = eden.BUDGETS["paper"]
+    args = bench_settings(budget="paper", steps=paper.steps, families=["ppo", "dqn"])
+    ppo, dqn = eden.bench_study(args, tmp_path).runs
+    (fig11,) = (r for r in eden.STUDIES["fig11"].runs if r.name == "life_limit_100_dense")
+    key = eden.identity(eden.load_config_of(fig11, 1, args, tmp_path / "a"))
+    assert eden.identity(eden.load_config_of(ppo, 1, args, tmp_path / "b")) == key
+    assert eden.identity(eden.load_config_of(dqn, 1, args, tmp_path / "c")) != key
+    assert eden.load_config_of(dqn, 1, args, tmp_path / "c").eval.deterministic
