@@ -36,8 +36,13 @@ Two tasks are PettingZoo games, trained as a user of either library would train 
   both. Scored by the mean return per agent; 1 is the return of a scripted player that assigns
   agents to landmarks and steers there (benchmarks/mpe_spread_reference.py, 1000 games).
 
+At equal wall time (``--equal-time``): entityrl trains each task and seed for the seconds SB3
+took there (its cached run): a step budget (so that the learning-rate schedule ends on time)
+sized from entityrl's speed, and a stop when SB3's seconds are spent, whichever comes first;
+it is reported as the trainer ``entityrl@sb3-time`` beside SB3's scores at ``--steps``.
+
 usage: python benchmarks/robustness.py [--tasks ...] [--seeds 1 2 3] [--steps 100000]
-       [--trainers entityrl sb3] [--label NAME KEY=VALUE ...] [--write]
+       [--trainers entityrl sb3] [--label NAME KEY=VALUE ...] [--equal-time] [--write]
 """
 
 from __future__ import annotations
@@ -66,7 +71,7 @@ from results import replace_section
 from entityrl import stats
 from entityrl.env.random_policy import RandomPolicy
 from entityrl.envs import make_vec
-from entityrl.training import Agent, Trainer, evaluate, load_agent, load_config
+from entityrl.training import Agent, Callback, Trainer, evaluate, load_agent, load_config
 from entityrl.training.match import MatchResult, play_match
 from entityrl.training.players import NetworkPlayer, Player, RandomPlayer
 
@@ -79,6 +84,24 @@ GAME_SLOTS = 20
 """Games played at once (even: a match gives each seat the same number of games)."""
 CACHE = Path(__file__).parent / "robustness.json"
 SB3 = "sb3"
+EQUAL_TIME = "entityrl@sb3-time"
+"""The trainer name of entityrl's runs given SB3's wall time (``--equal-time``)."""
+SLACK = 0.2
+"""An equal-time run may end this share of SB3's wall time early."""
+TRIES = 3
+"""Runs of an equal-time task and seed, each with the budget the last one's speed allows."""
+
+
+class WallClock(Callback):
+    """Ends a run after the first iteration that finishes ``seconds`` after the start."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.started = time.monotonic()
+
+    def on_iteration(self, trainer: Trainer, metrics: dict[str, float]) -> None:
+        if time.monotonic() - self.started >= self.seconds:
+            trainer.request_stop(f"wall time {self.seconds:.0f} s spent")
 
 
 @dataclass(frozen=True)
@@ -97,11 +120,14 @@ class Task:
         with make_vec(self.name, 16, seed=12345) as env:
             return evaluate(RandomPolicy(env.action_space, seed=0), env, EPISODES).mean()
 
-    def train_entityrl(self, seed: int, steps: int, overrides: Sequence[str]) -> dict[str, Any]:
+    def train_entityrl(
+        self, seed: int, steps: int, overrides: Sequence[str], callbacks: Sequence[Callback] = ()
+    ) -> dict[str, Any]:
         result = run(
             None,
             1,
             [f"env.id={self.name}", f"seed={seed}", f"total_timesteps={steps}", *overrides],
+            callbacks,
             episodes=EPISODES,
         )
         return {"steps": result["steps"], "seconds": result["seconds"], "return": result["reached"]}
@@ -145,7 +171,9 @@ class TwoPlayerGame(Task):
     def random_return(self) -> float:
         return game_return(self.match(None, RANDOM_GAMES))
 
-    def train_entityrl(self, seed: int, steps: int, overrides: Sequence[str]) -> dict[str, Any]:
+    def train_entityrl(
+        self, seed: int, steps: int, overrides: Sequence[str], callbacks: Sequence[Callback] = ()
+    ) -> dict[str, Any]:
         with tempfile.TemporaryDirectory() as run_dir:
             config = load_config(
                 None,
@@ -154,7 +182,7 @@ class TwoPlayerGame(Task):
                  f"total_timesteps={steps}", f"algo={self.algo}", *overrides],
             )  # fmt: skip
             started = time.time()
-            result = Trainer(config).run()
+            result = Trainer(config, callbacks=callbacks).run()
             seconds = time.time() - started
             agent = load_agent(run_dir, seed=0)
         match = self.match(agent, 2 * GAMES)
@@ -219,6 +247,29 @@ def train_sb3(task: Task, seed: int, steps: int) -> dict[str, Any]:
     extra = {k: result[k] for k in ("wins", "draws", "losses", "first", "second") if k in result}
     return {"steps": result["steps"], "seconds": result["seconds"], "return": result["reached"],
             **extra}  # fmt: skip
+
+
+def train_in_sb3_time(
+    task: Task, seed: int, steps: int, cache: dict[str, Any], overrides: Sequence[str]
+) -> dict[str, Any] | None:
+    """entityrl's defaults trained on ``task`` for the wall time SB3 took at ``steps`` (None,
+    said, when either library's run at ``steps`` is not in the cache yet).
+
+    The step budget starts from the cached runs' speeds; a run that spends its budget in
+    under ``1 - SLACK`` of SB3's time (the cached timing was slowed by other load) is run
+    again with the budget its own speed allows, up to ``TRIES`` times."""
+    sb3 = cache["runs"].get(run_key(SB3, task.name, seed, steps))
+    ours = cache["runs"].get(run_key("entityrl", task.name, seed, steps))
+    if sb3 is None or ours is None:
+        print(f"{task.name} seed {seed}: run both libraries at {steps} steps first", flush=True)
+        return None
+    budget = max(1, round(steps * sb3["seconds"] / ours["seconds"]))
+    for _ in range(TRIES):
+        result = task.train_entityrl(seed, budget, overrides, [WallClock(sb3["seconds"])])
+        if result["seconds"] >= (1 - SLACK) * sb3["seconds"] or result["steps"] < budget:
+            break
+        budget = round(result["steps"] * (1 - SLACK / 2) * sb3["seconds"] / result["seconds"])
+    return {**result, "budget": budget, "sb3_seconds": sb3["seconds"]}
 
 
 def run_key(trainer: str, task: str, seed: int, steps: int) -> str:
@@ -303,6 +354,11 @@ def main() -> None:
     parser.add_argument(
         "--label", nargs="+", metavar="NAME KEY=VALUE", help="screen entityrl with overrides"
     )
+    parser.add_argument(
+        "--equal-time",
+        action="store_true",
+        help="train entityrl for SB3's wall time on each task and seed (both cached at --steps)",
+    )
     parser.add_argument("--report", nargs="+", help="trainers to tabulate (default: those run)")
     parser.add_argument("--write", action="store_true", help="update benchmarks/RESULTS.md")
     args = parser.parse_args()
@@ -310,18 +366,26 @@ def main() -> None:
     tasks = [TASKS[name] for name in args.tasks]
     label, overrides = (args.label[0], args.label[1:]) if args.label else (None, [])
     trainers = [f"entityrl[{label}]" if t == "entityrl" and label else t for t in args.trainers]
+    if args.equal_time:
+        if label:
+            parser.error("--equal-time compares the library defaults: leave out --label")
+        trainers = [EQUAL_TIME, SB3]
     cache = load_cache()
     for task in tasks:
         if task.name not in cache["random"]:
             cache["random"][task.name] = task.random_return()
             save_cache(cache)
         for seed in args.seeds:
-            for trainer in trainers:
+            for trainer in sorted(trainers, key=lambda t: t != SB3):  # SB3's time is needed first
                 key = run_key(trainer, task.name, seed, args.steps)
-                if key in cache["runs"] or (trainer == SB3 and not task.sb3_trains):
+                if key in cache["runs"] or (trainer in (SB3, EQUAL_TIME) and not task.sb3_trains):
                     continue
                 if trainer == SB3:
                     result = train_sb3(task, seed, args.steps)
+                elif trainer == EQUAL_TIME:
+                    result = train_in_sb3_time(task, seed, args.steps, cache, overrides)
+                    if result is None:
+                        continue
                 else:
                     result = task.train_entityrl(seed, args.steps, overrides)
                 result["load"] = os.getloadavg()[0]
@@ -330,7 +394,19 @@ def main() -> None:
                 print(key, json.dumps(result), flush=True)
     table = report(cache, args.report or trainers, tasks, args.seeds, args.steps)
     print(table)
-    if args.write:
+    if args.write and args.equal_time:
+        replace_section(
+            "Robustness suite at equal wall time (benchmarks/robustness.py --equal-time)",
+            f"Command: `python benchmarks/robustness.py --seeds {' '.join(map(str, args.seeds))} "
+            f"--steps {args.steps} --equal-time --write` (results cached in "
+            f"benchmarks/robustness.json).\n\n"
+            f"Machine: {machine()}; one torch thread, one training at a time. SB3 as in the "
+            f"suite ({args.steps:,} environment steps); `{EQUAL_TIME}` is entityrl's defaults "
+            f"given SB3's wall time on the same task and seed (the wall time column is what each "
+            f"took; the loads of the runs are in the cache). {EPISODES} final episodes with "
+            f"sampled actions.\n\n{table}\n",
+        )
+    elif args.write:
         pending = "".join(f"\n- {name}: {why}" for name, why in PENDING.items())
         replace_section(
             "Robustness suite: library defaults beside SB3's defaults (benchmarks/robustness.py)",
