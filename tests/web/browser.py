@@ -101,6 +101,16 @@ def browser_page() -> Iterator[object]:
             browser.close()
 
 
+@contextmanager
+def error_checked_page() -> Iterator[Any]:
+    """A page of a fresh headless Chromium whose uncaught errors fail the test using it."""
+    with browser_page() as page:
+        errors: list[str] = []
+        page.on("pageerror", lambda err: errors.append(str(err)))  # type: ignore[attr-defined]
+        yield page
+        assert not errors, errors
+
+
 def to_json(value: Any) -> Any:
     """Observations and actions as the page takes them: tuples and arrays become lists."""
     if isinstance(value, np.ndarray):

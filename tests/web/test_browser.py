@@ -14,7 +14,7 @@ import pytest
 import torch
 from browser import (
     artifacts,
-    browser_page,
+    error_checked_page,
     missing_requirements,
     observation_json,
     serve,
@@ -171,13 +171,10 @@ def site(models: Path) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def page(site: str) -> Iterator[Any]:
-    with browser_page() as page:
-        errors: list[str] = []
-        page.on("pageerror", lambda err: errors.append(str(err)))
+    with error_checked_page() as page:
         page.goto(f"{site}/index.html")
         page.wait_for_selector("body[data-ready=true]")
         yield page
-        assert not errors, errors
 
 
 def use(page: Any, model: str) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from browser import artifacts, browser_page, missing_requirements, observation_json, serve
+from browser import artifacts, error_checked_page, missing_requirements, observation_json, serve
 from export.torch_reference import sharpened, untrained_agent
 
 from entityrl.env import (
@@ -115,11 +115,8 @@ def site(files: Path) -> Iterator[str]:
 @pytest.fixture
 def page(site: str) -> Iterator[Any]:
     """A fresh tab per test; uncaught errors fail the test."""
-    with browser_page() as page:
-        errors: list[str] = []
-        page.on("pageerror", lambda err: errors.append(str(err)))
+    with error_checked_page() as page:
         yield page
-        assert not errors, errors
 
 
 def open_page(page: Any, url: str) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
-from browser import WEB, artifacts, browser_page, missing_requirements, serve
+from browser import WEB, artifacts, error_checked_page, missing_requirements, serve
 from export.torch_reference import sharpened, untrained_agent
 
 from entityrl.env import (
@@ -119,11 +119,8 @@ def site(files: Path) -> Iterator[str]:
 @pytest.fixture
 def page(site: str) -> Iterator[Any]:
     """A fresh tab per test (each opens the page itself); uncaught errors fail the test."""
-    with browser_page() as page:
-        errors: list[str] = []
-        page.on("pageerror", lambda err: errors.append(str(err)))
+    with error_checked_page() as page:
         yield page
-        assert not errors, errors
         assert page.get_attribute("body", "data-injected") is None, "markup ran as HTML"
 
 
