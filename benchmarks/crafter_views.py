@@ -1,6 +1,6 @@
-"""Crafter through two entity views: the full local view against one that hides what Crafter's
-pixels hide (creature health; cells lost to the night's noise), scored as the Crafter paper
-scores: the success rate of each achievement over all of a run's training episodes, then the
+"""Crafter through its views: the full local view as entities, an entity view that hides what
+Crafter's pixels hide (creature health; cells lost to the night's noise), and the 64 x 64 pixel
+frame itself through the image path (``view=image``), scored as the Crafter paper scores: the success rate of each achievement over all of a run's training episodes, then the
 geometric-mean score (entityrl.interop.crafter.crafter_score).
 
 Each run is ``entityrl train crafter:default env.kwargs.view=VIEW seed=SEED`` with the shipped
@@ -8,7 +8,7 @@ config (``entityrl/configs/crafter_default.yaml``) and ``--steps`` steps; the tr
 achievement rates come from the run's metrics.jsonl (each iteration's means, weighted by its
 episodes). Runs are cached in ``--cache`` as they finish, so an interrupted study resumes.
 
-usage: python benchmarks/crafter_views.py [--seeds 1 2 3] [--steps 200704] [--views full pixels]
+usage: python benchmarks/crafter_views.py [--seeds 1 2 3] [--steps 200704] [--views full pixels image]
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
     parser.add_argument("--steps", type=int, default=200_704)
-    parser.add_argument("--views", nargs="+", default=["full", "pixels"])
+    parser.add_argument("--views", nargs="+", default=["full", "pixels", "image"])
     parser.add_argument("--cache", type=Path, default=Path("benchmarks/crafter_views.json"))
     args = parser.parse_args()
     cache = json.loads(args.cache.read_text()) if args.cache.exists() else {}

@@ -21,6 +21,11 @@ vignette(cell)``, ``amount = 2 * (0.5 - daylight)`` below half daylight, drawn a
 step, as the pixels' noise is). Sleeping only greys the pixels (textures stay apart), so it
 hides no entity; the night noise applies asleep or awake.
 
+``view="image"`` is what the Crafter paper's agents see: Crafter's own 64 x 64 RGB frame (the
+local view drawn, night, sleep and the inventory row included) as the image ``frame``, with no
+entities and no global features; the network reads it through its image encoder
+(``net.image_encoder``, docs/images.md). Drawing the frame costs most of a step.
+
 Actions: Crafter's 17, one global choice. Each episode reports ``achievement/<name>`` (1 if
 unlocked) for Crafter's 22 achievements; :func:`crafter_score` turns their success rates into
 the score of the Crafter paper. ``crafter:<anything>`` names it in the registry (the id is
@@ -45,6 +50,7 @@ from entityrl.env import (
     GlobalCategoricalAction,
     GlobalCategoricalActionMask,
     GlobalCategoricalActionSpace,
+    Image,
     Observation,
     ObsSpace,
 )
@@ -56,7 +62,8 @@ POSITION = ["right", "down"]
 ITEMS = list(constants.items)
 GLOBAL_FEATURES = [*ITEMS, "facing_x", "facing_y", "sleeping", "daylight"]
 ACHIEVEMENTS = list(constants.achievements)
-VIEWS = ("full", "pixels")
+VIEWS = ("full", "pixels", "image")
+FRAME = (64, 64, 3)  # crafter.Env's default observation
 
 
 def check_id(env_id: str) -> None:
@@ -92,6 +99,8 @@ class CrafterEnvironment(Environment):
         self.env: crafter.Env | None = None
 
     def obs_space(self) -> ObsSpace:
+        if self.view == "image":
+            return ObsSpace(entities={}, images={"frame": Image(FRAME)})
         health = ["health"] if self.view == "full" else []
         entities = {m: Entity(POSITION) for m in MATERIALS}
         entities |= {name: Entity([*POSITION, *health]) for name in CREATURES}
@@ -105,19 +114,20 @@ class CrafterEnvironment(Environment):
     def reset(self) -> Observation:
         # Built here, seeded from this environment's generator: Crafter seeds at construction.
         seed = int(self.rng.integers(2**31 - 1))
-        self.env = _Headless(seed=seed, **self.env_kwargs)
-        self.env.reset()
-        return self._observe()
+        world = crafter.Env if self.view == "image" else _Headless
+        self.env = world(seed=seed, **self.env_kwargs)
+        return self._observe(frame=self.env.reset())
 
     def act(self, actions: Mapping[str, Action]) -> Observation:
         assert self.env is not None
         action = actions["action"]
         assert isinstance(action, GlobalCategoricalAction)
-        _, reward, done, info = self.env.step(action.index)
+        frame, reward, done, info = self.env.step(action.index)
         metrics = {}
         if done:
             metrics = {f"achievement/{k}": float(v > 0) for k, v in info["achievements"].items()}
         return self._observe(
+            frame=frame,
             reward=float(reward),
             done=bool(done),
             # Crafter's discount is 0 when the player died, 1 when the time limit ended it.
@@ -125,8 +135,15 @@ class CrafterEnvironment(Environment):
             metrics=metrics,
         )
 
-    def _observe(self, **step: Any) -> Observation:
+    def _observe(self, frame: npt.NDArray[np.uint8] | None = None, **step: Any) -> Observation:
         assert self.env is not None
+        if self.view == "image":
+            assert frame is not None
+            return Observation(
+                images={"frame": frame},
+                actions={"action": GlobalCategoricalActionMask()},
+                **step,
+            )
         world, player = self.env._world, self.env._player
         low = np.array(player.pos) - np.array(VIEW) // 2
         x0, y0 = np.maximum(low, 0)

@@ -116,5 +116,18 @@ def test_crafter_pixel_view_hides_cells_at_night_as_the_pixels_noise_does() -> N
 def test_crafter_unknown_view_is_refused() -> None:
     from entityrl.interop.crafter import CrafterEnvironment
 
-    with pytest.raises(ValueError, match=r"view must be one of \['full', 'pixels'\], got 'pixel'"):
+    with pytest.raises(ValueError, match=r"view must be one of \['full', 'pixels', 'image'\], got 'pixel'"):
         CrafterEnvironment(view="pixel")
+
+
+def test_crafter_image_view_is_crafters_own_frame_and_nothing_else() -> None:
+    env = make_vec("crafter:default", 2, seed=1, validate=True, view="image", length=5)
+    assert env.obs_space.entities == {} and env.obs_space.global_features == ()
+    obs = env.reset()
+    assert obs.images["frame"].shape == (2, 64, 64, 3) and obs.images["frame"].dtype == np.uint8
+    # A drawn frame, not a blank one: grass, the player and the inventory row differ in colour.
+    assert len(np.unique(obs.images["frame"][0].reshape(-1, 3), axis=0)) > 10
+    for _ in range(5):  # to the time limit: truncated, with the achievements
+        obs = env.act(_global(env, 0))
+    assert obs.done.all() and obs.truncated is not None and obs.truncated.all()
+    assert "achievement/collect_wood" in obs.metrics
