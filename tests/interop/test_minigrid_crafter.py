@@ -116,7 +116,9 @@ def test_crafter_pixel_view_hides_cells_at_night_as_the_pixels_noise_does() -> N
 def test_crafter_unknown_view_is_refused() -> None:
     from entityrl.interop.crafter import CrafterEnvironment
 
-    with pytest.raises(ValueError, match=r"view must be one of \['full', 'pixels', 'image'\], got 'pixel'"):
+    with pytest.raises(
+        ValueError, match=r"view must be one of \['full', 'pixels', 'image'\], got 'pixel'"
+    ):
         CrafterEnvironment(view="pixel")
 
 
