@@ -13,7 +13,12 @@ and mean ``extra_steps`` (steps beyond the distance to its goal; 0 is optimal wi
 repeated) are reported, with the optimal return on the same games at each player's decision
 times (walking towards the goal at every decision).
 
+``--overrides`` adds config overrides to every run (e.g. ``net.memory=true``: a recurrent
+policy, whose state runs over every step while it learns from its decisions only);
+``--variants`` picks the settings to train.
+
 usage: python benchmarks/decision_periods.py [--seeds 1 2 3] [--steps N ...] [--games N]
+                                             [--variants NAME ...] [--overrides KEY=VALUE ...]
 """
 
 from __future__ import annotations
@@ -103,16 +108,19 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--steps", type=int, nargs="+", default=[8192, 16384, 40_000])
     parser.add_argument("--games", type=int, default=400)
+    parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS))
+    parser.add_argument("--overrides", nargs="+", default=[], metavar="KEY=VALUE")
     args = parser.parse_args()
+    variants = {name: [*VARIANTS[name], *args.overrides] for name in args.variants}
     print(machine(), flush=True)
-    for name, extra in VARIANTS.items():
+    for name, extra in variants.items():
         best = optimum(extra, args.games)
         print(f"optimal return, {name}: {best[0]:.3f} / {best[1]:.3f}", flush=True)
     print("| steps | decisions (player 0 / 1) | seed | return | extra_steps | s |")
     runs = 0
     with tempfile.TemporaryDirectory() as tmp:
         for steps in args.steps:
-            for name, extra in VARIANTS.items():
+            for name, extra in variants.items():
                 for seed in args.seeds:
                     run_dir = f"{tmp}/run-{runs}"
                     runs += 1

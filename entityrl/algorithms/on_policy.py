@@ -36,16 +36,15 @@ class OnPolicyAlgorithm(Algorithm):
         super().check(config)
         if not config.env.decisions.enabled:
             return
-        # A row's states and V-trace's ratios run over every step; decisions skip steps.
-        for key, on in (
-            ("net.memory", config.net.memory),
-            ("rollout.mode=async", config.rollout.mode == "async"),
-        ):
-            if on:
-                raise ConfigError(
-                    f"env.decisions (agents deciding at their own times) does not support {key} "
-                    "yet: expected it off, or env.decisions at its defaults (every agent every step)"
-                )
+        # V-trace's ratios run over every step; decisions skip steps. (A recurrent state runs
+        # over every step too: its steps without a decision stay in the replayed chunks and
+        # weigh nothing in the loss; see Rollout.sample_weights.)
+        if config.rollout.mode == "async":
+            raise ConfigError(
+                "env.decisions (agents deciding at their own times) does not support "
+                "rollout.mode=async yet: expected rollout.mode=sync, or env.decisions at its "
+                "defaults (every agent every step)"
+            )
         decisions, steps = config.env.decisions, config.rollout.steps
         longest = max([decisions.period, *decisions.periods.values()])
         # A decision whose period runs past the rollout's end is not learned from: with periods

@@ -10,6 +10,7 @@ import torch
 
 from entityrl.algorithms import registry
 from entityrl.algorithms.common.gae import decision_gae, gae
+from entityrl.algorithms.ppo.loss import PPOConfig, ppo_terms
 from entityrl.env.decisions import Decisions
 from entityrl.envs import make_vec
 from entityrl.nn import RogueNet, RogueNetConfig
@@ -135,10 +136,48 @@ def test_steps_without_a_decision_are_no_training_samples() -> None:
     env.close()
 
 
+def test_with_memory_steps_without_a_decision_carry_the_state_and_weigh_nothing() -> None:
+    """With net.memory the chunks replayed by the loss keep every step (the state runs over
+    all of them); the steps that are no samples weigh 0: changing their targets changes no
+    loss term, and the minibatch's counts are those of the samples."""
+    decisions = Decisions(periods={"1": 5}, offsets={"1": 2})
+    env = make_vec("Lanes", 4, seed=0, decisions=decisions, length=15, max_steps=40)
+    torch.manual_seed(0)
+    net = RogueNet(env.obs_space, env.action_space, RogueNetConfig(d_model=16, memory=True))
+    generator = torch.Generator().manual_seed(0)
+    sampler = make_sampler(env, net, 10, np.random.default_rng(0), generator, decisions=True)
+    rollout = sampler.collect()
+    env.close()
+    rollout.estimate_advantages(rollout.rewards, 0.99, 0.95)
+    assert rollout.samples is not None
+    rows = rollout.shuffled_rows(np.random.default_rng(0), 5)
+    assert sorted(rows.tolist()) == list(range(80))  # whole chunks: every step
+    weights = rollout.sample_weights(rows)
+    assert weights is not None
+    np.testing.assert_array_equal(weights, rollout.samples.reshape(-1)[rows])
+    assert 0 < weights.sum() < 80
+    # The incomplete last decision of player 1 (step 7) has an actor but is no sample.
+    acting = sum(a.lengths for a in rollout.actions.values())[rows] > 0
+    assert (acting & (weights == 0)).any()
+
+    def terms(advantages: npt.NDArray[np.float32]) -> list[float]:
+        batch = rollout.minibatch(rows, advantages, 5, weights)
+        out = net.evaluate(batch.obs, batch.actions, batch.sequences)
+        t = ppo_terms(out, batch, PPOConfig())
+        return [t.policy, t.entropy, t.value, t.approx_kl, t.clipped]
+
+    advantages = rollout.advantages[rows] + 1.0
+    before = terms(advantages)
+    noise = np.where(weights == 0, 100.0, 0.0).astype(np.float32)
+    rollout.returns[rows] += noise  # targets of rows that are no samples
+    assert terms(advantages + noise) == pytest.approx(before, rel=1e-6)
+    rollout.returns[rows[weights > 0][0]] += 1.0  # a sample's target does count
+    assert terms(advantages + noise)[2] != pytest.approx(before[2], rel=1e-6)
+
+
 @pytest.mark.parametrize(
     ("algo", "setting", "message"),
     [
-        ("ppo", "net.memory=true", "does not support net.memory yet"),
         ("ppo", "rollout.mode=async", "does not support rollout.mode=async yet"),
         ("dqn", "seed=0", "algo=dqn learns from single steps"),
         ("poca", "seed=0", "algo=poca does not support env.decisions"),

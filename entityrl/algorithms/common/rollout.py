@@ -27,6 +27,10 @@ class Minibatch:
     returns: torch.Tensor  # (rows,)
     # With net.memory: the rows are whole chunks of consecutive steps (see Rollout.minibatch).
     sequences: Sequences | None = None
+    # (rows,) with net.memory, when some rows of the chunks are no samples (steps without a
+    # decision, players that had left): 1 for a sample, 0 for a row there only to carry the
+    # policy's state to the next; None when every row is a sample.
+    weights: torch.Tensor | None = None
 
     @property
     def num_rows(self) -> int:
@@ -46,6 +50,7 @@ class Minibatch:
             advantages=self.advantages.to(device),
             returns=self.returns.to(device),
             sequences=self.sequences,  # the network moves them
+            weights=None if self.weights is None else self.weights.to(device),
         )
 
 
@@ -128,32 +133,49 @@ class Rollout:
         )
         self.advantages, self.returns = advantages.reshape(-1), returns.reshape(-1)
 
+    def learned(self) -> npt.NDArray[np.bool_] | None:
+        """(rows,): the rows that are samples, or None when all are. Rows of players that had
+        left are not, nor (with decisions) the steps that are no decision's sample."""
+        kept = [m.reshape(-1) for m in (self.samples, self.active) if m is not None]
+        if not kept:
+            return None
+        return np.logical_and.reduce(kept)
+
     def shuffled_rows(self, rng: np.random.Generator, seq_len: int) -> npt.NDArray[np.int64]:
         """Every row once, in random order: rows one by one, or (with stored states) whole
         chunks of ``seq_len`` consecutive steps of one environment, each chunk's rows in step
-        order (chunk-major; ``seq_len`` divides the rollout's steps). Without states, rows of
-        players that had left, and with decisions the steps that are no samples, are skipped."""
+        order (chunk-major; ``seq_len`` divides the rollout's steps). Without states, the rows
+        that are no samples (:meth:`learned`) are skipped; with states they stay in their
+        chunks, to carry the policy's state, and weigh nothing (:attr:`Minibatch.weights`)."""
         if self.states is None:
-            if self.samples is not None:
-                return rng.permutation(np.flatnonzero(self.samples.reshape(-1)))
-            if self.active is None:
+            learned = self.learned()
+            if learned is None:
                 return rng.permutation(self.num_rows)
-            return rng.permutation(np.flatnonzero(self.active.reshape(-1)))
+            return rng.permutation(np.flatnonzero(learned))
         steps, envs = self.dones.shape
         order = rng.permutation(steps // seq_len * envs)
         chunk, env = np.divmod(order, envs)
         step = chunk[:, None] * seq_len + np.arange(seq_len)
         return (step * envs + env[:, None]).reshape(-1)
 
+    def sample_weights(self, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.float32] | None:
+        """Per row of ``rows`` (from :meth:`shuffled_rows`), 1 for a sample and 0 for a row
+        that only carries the policy's state; None when every row is a sample."""
+        learned = self.learned() if self.states is not None else None
+        if learned is None or learned[rows].all():
+            return None
+        return learned[rows].astype(np.float32)
+
     def minibatch(
         self,
         rows: npt.NDArray[np.int64],
         advantages: npt.NDArray[np.float32],
         seq_len: int = 1,
+        weights: npt.NDArray[np.float32] | None = None,
     ) -> Minibatch:
         """The given rows; ``advantages`` (one per row, e.g. normalized) replace the stored ones.
         With stored states, ``rows`` are whole chunks of ``seq_len`` steps (see
-        :meth:`shuffled_rows`)."""
+        :meth:`shuffled_rows`), ``weights`` those of :meth:`sample_weights`."""
         if self.returns.shape[0] != self.num_rows:
             raise RuntimeError("Rollout.minibatch: call estimate_advantages first")
         actions = {name: a.take(rows) for name, a in self.actions.items()}
@@ -171,6 +193,7 @@ class Rollout:
             sequences=(
                 None if self.states is None else _sequences(rows, seq_len, self.states, self.dones)
             ),
+            weights=None if weights is None else torch.from_numpy(weights),
         )
 
 

@@ -106,29 +106,45 @@ def ppo_terms(out: PolicyOutput, batch: Minibatch, cfg: PPOConfig) -> PPOTerms:
         logratio = head.logprob - batch.logprobs[name]
         ratio = logratio.exp()
         surrogate = torch.maximum(-advantage * ratio, -advantage * ratio.clamp(1 - c, 1 + c))
+        entropies = head.entropy
+        # Actors of rows that are no samples (kept only to carry a recurrent state) weigh 0.
+        weight = None if batch.weights is None else batch.weights[batch.actor_rows[name]]
+        if weight is not None:
+            surrogate, entropies = surrogate * weight, entropies * weight
         policy = policy + surrogate.sum()
-        entropy = entropy + head.entropy.sum()
+        entropy = entropy + entropies.sum()
         with torch.no_grad():
             # Low-variance KL estimator: E[(r - 1) - log r] (Schulman, "Approximating KL").
-            approx_kl = approx_kl + ((ratio - 1) - logratio).sum()
-            clipped = clipped + ((ratio - 1).abs() > c).sum()
+            kl, clips = (ratio - 1) - logratio, ((ratio - 1).abs() > c).to(ratio.dtype)
+            if weight is not None:
+                kl, clips = kl * weight, clips * weight
+            approx_kl = approx_kl + kl.sum()
+            clipped = clipped + clips.sum()
     squared = (out.values - batch.returns) ** 2
     if cfg.clip_vloss:
         clipped_values = batch.values + (out.values - batch.values).clamp(-c, c)
         squared = torch.maximum(squared, (clipped_values - batch.returns) ** 2)
+    if batch.weights is not None:  # rows that only carry a recurrent state learn nothing
+        squared = squared * batch.weights
     value = 0.5 * squared.sum()
     # One transfer from the device for all the statistics.
     stats = torch.stack([policy, entropy, value, approx_kl, clipped.to(zero.dtype)]).tolist()
     return PPOTerms(*stats, _sums=(policy, entropy, value))
 
 
-def normalize(advantages: npt.NDArray[np.float32], reducer: Reducer) -> npt.NDArray[np.float32]:
-    """Zero mean, unit variance over the minibatch (all processes' parts of it)."""
+def normalize(
+    advantages: npt.NDArray[np.float32],
+    reducer: Reducer,
+    weights: npt.NDArray[np.float32] | None = None,
+) -> npt.NDArray[np.float32]:
+    """Zero mean, unit variance over the minibatch (all processes' parts of it); with
+    ``weights``, over the rows of weight 1 (the others are no samples)."""
+    counted = advantages if weights is None else advantages[weights > 0]
     count, total, squares = reducer.sum(
         [
-            advantages.shape[0],
-            advantages.sum(dtype=np.float64),
-            np.square(advantages, dtype=np.float64).sum(),
+            counted.shape[0],
+            counted.sum(dtype=np.float64),
+            np.square(counted, dtype=np.float64).sum(),
         ]
     )
     if count < 2:
@@ -185,18 +201,30 @@ def ppo_update(
         order = rollout.shuffled_rows(rng, seq_len)
         for rows in _minibatches(order, bs, reducer):
             advantages = rollout.advantages[rows]
+            weights = rollout.sample_weights(rows)
             if ppo.norm_adv:
-                advantages = normalize(advantages, reducer)
+                advantages = normalize(advantages, reducer, weights)
             # Losses are sums divided by the counts of the whole minibatch, so micro-batches
             # (and the parts of other processes) add up to the gradient of one big batch.
-            local_actors = sum(int(a.lengths[rows].sum()) for a in rollout.actions.values())
-            n_actors, n_rows = reducer.sum([local_actors, rows.shape[0]])
+            lengths = [a.lengths[rows] for a in rollout.actions.values()]
+            if weights is None:
+                local_actors, local_rows = sum(int(n.sum()) for n in lengths), rows.shape[0]
+            else:
+                local_actors = sum(float(n @ weights) for n in lengths)
+                local_rows = float(weights.sum())
+            n_actors, n_rows = reducer.sum([local_actors, local_rows])
+            n_rows = max(n_rows, 1.0)
             n_actors = max(n_actors, 1.0)
             optimizer.zero_grad()
             local = np.zeros(len(STATS))
             for micro in range(0, rows.shape[0], micro_bs):
                 part = slice(micro, micro + micro_bs)
-                batch = rollout.minibatch(rows[part], advantages[part], seq_len).to(net.device)
+                batch = rollout.minibatch(
+                    rows[part],
+                    advantages[part],
+                    seq_len,
+                    None if weights is None else weights[part],
+                ).to(net.device)
                 out = net.evaluate(batch.obs, batch.actions, batch.sequences)
                 terms = ppo_terms(out, batch, ppo)
                 terms.loss(1 / n_actors, -ent_coef / n_actors, ppo.vf_coef / n_rows).backward()
