@@ -119,6 +119,11 @@ class Algorithm(ABC):
         self._owned[name] = part
         return part
 
+    def replicated(self) -> list[torch.nn.Module]:
+        """The networks every process of a data-parallel run holds an identical copy of (the
+        loop checks them after every iteration); add yours, as GAIL adds its discriminator."""
+        return [self.ctx.net]
+
     @property
     def settings(self) -> Any:
         """This run's values of :attr:`Settings` (the config section ``name``)."""

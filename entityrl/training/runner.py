@@ -375,7 +375,13 @@ class Trainer:
         """The processes of a data-parallel run must hold identical parameters."""
         if self.reducer.world_size == 1:
             return
-        checksum = float(sum(p.detach().double().sum() for p in self.net.parameters()))
+        checksum = float(
+            sum(
+                p.detach().double().sum()
+                for module in self.algorithm.replicated()
+                for p in module.parameters()
+            )
+        )
         sums = self.reducer.gather(checksum)
         if len(set(sums)) > 1:
             raise RuntimeError(f"training processes diverged: parameter checksums {sums}")

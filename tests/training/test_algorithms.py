@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -80,6 +81,22 @@ def _gail_config(demos: Path, run_dir: Path, *extra: str):
          "gail.batches=2", "gail.bs=32", "total_timesteps=1024", f"log.run_dir={run_dir}",
          *extra],
     )  # fmt: skip
+
+
+def test_gail_trains_in_two_processes_with_one_discriminator(demos: Path, tmp_path: Path) -> None:
+    """Each process learns its discriminator from its own rollout and expert rows; their
+    gradients are averaged, so the discriminators stay identical (the loop checks the
+    policies and discriminators of the processes after every iteration and raises if they
+    differ)."""
+    from entityrl.training.runner import train
+
+    config = _gail_config(demos, tmp_path, "world_size=2", "log.checkpoint_interval=512")
+    result = train(config=config)
+    assert result.steps == 1024
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert all(0 <= row["loss/gail_expert_accuracy"] <= 1 for row in rows)
+    with pytest.raises(ConfigError, match=r"gail.bs \(33\) must be a multiple of world_size"):
+        Trainer(_gail_config(demos, tmp_path / "odd", "world_size=2", "gail.bs=33"))
 
 
 def test_the_discriminator_reads_the_value_and_the_actors_log_probabilities(demos: Path) -> None:

@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
+import torch
 
 from entityrl.algorithms.base import Context
 from entityrl.algorithms.common.rollout import Rollout
@@ -31,7 +32,7 @@ from entityrl.env.multiplayer_vec import MultiPlayerVecEnv
 from entityrl.env.vec_env import VecEnv
 from entityrl.env.vec_obs import VecObs
 from entityrl.ragged import RaggedArray
-from entityrl.training.config import ConfigError
+from entityrl.training.config import ConfigError, TrainConfig
 from entityrl.training.sampler import Sampler
 
 
@@ -94,7 +95,16 @@ class GAIL(PPO):
     Settings = GAILConfig
     # Not PPO's: tuned on the entity environments with the dataclasses' values.
     defaults: ClassVar[Mapping[str, Any]] = {}
-    one_process = True
+
+    @classmethod
+    def check(cls, config: TrainConfig) -> None:
+        super().check(config)
+        if config.gail.bs % config.world_size:
+            raise ConfigError(
+                f"gail.bs ({config.gail.bs}) must be a multiple of world_size "
+                f"({config.world_size}): each process samples an equal share of every "
+                "discriminator batch"
+            )
 
     def __init__(self, ctx: Context) -> None:
         self.endings: EndingLog | None = None  # set by make_sampler, called by the base
@@ -155,12 +165,21 @@ class GAIL(PPO):
         gail = config.gail
         policy = Steps(rollout.obs, rollout.actions, self.rollout_terminal.reshape(-1))
         stats = self.discriminator.update(
-            policy, self.expert, self.ctx.rng, gail.batches, gail.bs, config.ppo.gamma
+            policy,
+            self.expert,
+            self.ctx.rng,
+            gail.batches,
+            gail.bs,
+            config.ppo.gamma,
+            self.ctx.reducer,
         )
         metrics.update({f"loss/gail_{key}": value for key, value in stats.items()})
         metrics["loss/gail_reward"] = self.last_learned
         metrics["loss/gail_absorbing_reward"] = self.last_reference
         return metrics
+
+    def replicated(self) -> list[torch.nn.Module]:
+        return [*super().replicated(), self.discriminator.model]
 
     def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "gail": self.discriminator.state_dict()}

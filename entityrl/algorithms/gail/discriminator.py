@@ -108,6 +108,7 @@ from torch.nn import functional
 
 from entityrl.algorithms.common.checks import require_positive
 from entityrl.algorithms.common.optimizer import FlatOptimizer, OptimConfig, adam
+from entityrl.algorithms.common.reduce import Reducer
 from entityrl.env.spaces import ActionSpaces, ObsSpace
 from entityrl.env.vec_obs import VecObs
 from entityrl.nn.heads import HeadOutput
@@ -436,11 +437,19 @@ class Discriminator:
         batches: int,
         bs: int,
         gamma: float,
+        reducer: Reducer | None = None,
     ) -> dict[str, float]:
         """``batches`` steps on the binary cross-entropy of expert (1) against policy (0)
         steps, each side sampled ``bs`` rows at a time (all of them when it has no more) and
         weighted as :meth:`side` says, plus the gradient penalty; the mean loss, penalty and
-        accuracies."""
+        accuracies.
+
+        In a data-parallel run (``reducer``) each process samples ``bs / world_size`` rows of
+        each side (its own rollout's, and expert rows drawn with its own generator), and the
+        processes' gradients and statistics are averaged: one step as on ``bs`` rows."""
+        reducer = reducer or Reducer()
+        share = reducer.world_size
+        bs = max(bs // share, 1)
         self.model.train()
         totals = np.zeros(4)
         for _ in range(batches):
@@ -464,12 +473,22 @@ class Discriminator:
                     self.head, expert_z[e].detach(), policy_z[p].detach(), mix
                 )
             self.optimizer.zero_grad()
-            (loss + self.settings.grad_penalty * penalty).backward()
-            self.optimizer.step(self.max_grad_norm)
-            expert_right = float((expert_logits > 0).float().mean())
-            policy_right = float((policy_logits < 0).float().mean())
-            self.watch.observe(expert_right, policy_right)
-            totals += (loss.item(), penalty.item(), expert_right, policy_right)
+            # Summed over the processes by the optimizer: each contributes its share of the mean.
+            ((loss + self.settings.grad_penalty * penalty) / share).backward()
+            self.optimizer.step(self.max_grad_norm, reducer)
+            step = (
+                reducer.sum(
+                    [
+                        loss.item(),
+                        penalty.item(),
+                        float((expert_logits > 0).float().mean()),
+                        float((policy_logits < 0).float().mean()),
+                    ]
+                )
+                / share
+            )
+            self.watch.observe(step[2], step[3])  # every process decides on the same figures
+            totals += step
         loss_, penalty_, expert_acc, policy_acc = totals / batches
         return {
             "loss": loss_,
