@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from nn.image_envs import ACTIONS, SPACE, LitLamp, with_images
 from test_onnx_parity import TOLERANCE, assert_same_decisions
-from torch_reference import sharpened, untrained_agent
+from torch_reference import IMAGE_TOLERANCE, sharpened, untrained_agent
 
 from entityrl.export import export_bytes
 from entityrl.inference import OnnxPolicy, signature
@@ -41,11 +41,6 @@ def test_images_are_inputs_of_the_space_dtype_and_shape() -> None:
     domains = {opset.domain for opset in model.opset_import}
     assert domains <= {"", "ai.onnx"} and model.opset_import[0].version == 18
 
-
-# A CNN sums hundreds of products per cell, so torch and onnxruntime round its float32 sums
-# apart by a few 1e-7; the sharpened heads (x40) carry that to ~1e-5 in a probability
-# (measured: up to 1.1e-5 on random observations). A wrong or missing image moves them far more.
-IMAGE_TOLERANCE = 1e-4
 
 OPTIONS = [
     {"image_encoder": "small"},

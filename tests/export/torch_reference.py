@@ -19,6 +19,12 @@ from entityrl.nn.rogue_net import RogueNet, RogueNetConfig
 from entityrl.training.agent import Agent
 from entityrl.training.config import EnvConfig, TrainConfig
 
+# Decisions of image policies, against torch or between runtimes (onnxruntime-web in the
+# page). A CNN sums hundreds of products per cell, so torch and onnxruntime round its float32
+# sums apart by a few 1e-7; the sharpened heads (x40) carry that to ~1e-5 in a probability
+# (measured: up to 1.1e-5 on random observations). A wrong or missing image moves them far more.
+IMAGE_TOLERANCE = 1e-4
+
 
 def untrained_agent(
     obs_space: ObsSpace,

@@ -4,18 +4,20 @@ wrong shape or dtype naming them, and does all this without torch."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
 import pytest
-from export.torch_reference import sharpened, untrained_agent
+from export.torch_reference import IMAGE_TOLERANCE, sharpened, untrained_agent
 from inference.test_runtime import WITHOUT_TORCH, plain, run_without_torch, tiny_run
-from nn.image_envs import ACTIONS, SPACE, LitLamp, with_images
+from inference.test_runtime_kinds import stacked_agent, torch_steps
+from nn.image_envs import ACTIONS, SPACE, Glimpse, LitLamp, with_images
 
 from entityrl.cli.main import main
 from entityrl.env import Batcher, EnvValidationError, Observation
-from entityrl.export import export_onnx
-from entityrl.inference import load
+from entityrl.export import export_bytes, export_onnx
+from entityrl.inference import Decision, OnnxPolicy, load
 from entityrl.training import load_agent
 
 pytest.importorskip("onnxruntime", reason="the runtime needs onnxruntime (the 'inference' extra)")
@@ -49,6 +51,46 @@ def test_actions_equal_the_torch_agents_one_and_many_at_a_time(
     # The general path (the batcher, a row of the one-observation model) agrees.
     policy.single = None
     assert plain([policy.act(obs) for obs in observations]) == want
+
+
+def blacked_out(observations: list[Observation]) -> list[Observation]:
+    """``observations`` with every image black (zeros): what a policy sees that does not read
+    the step's own images."""
+    return [
+        dataclasses.replace(obs, images={n: np.zeros_like(i) for n, i in obs.images.items()})
+        for obs in observations
+    ]
+
+
+def apart(decisions: list[Decision], values: np.ndarray) -> bool:
+    """Whether some decision's value is another than ``values``' by far more than rounding."""
+    return bool(np.any(np.abs([d.value for d in decisions] - values) > 10 * IMAGE_TOLERANCE))
+
+
+def test_a_stacked_image_policy_fed_raw_observations_decides_as_the_stacked_agent() -> None:
+    """Glimpse stacked 3 deep, two environments over three episodes each: the trainer's
+    StackedVecEnv stacks the player's features and passes each step's own three images (uint8
+    RGB, float32 grey and two-channel). The runtime, given the raw observations, stacks them
+    itself: its values are the torch agent's within IMAGE_TOLERANCE and its most probable
+    actions are the agent's. Controls: with the images blacked out, or without the history
+    (each step a new episode), the values differ."""
+    agent = stacked_agent(Glimpse())
+    model = export_bytes(agent)
+    policy, acting = OnnxPolicy(model), OnnxPolicy(model, deterministic=True)
+    blind, forgetful = OnnxPolicy(model), OnnxPolicy(model)
+    batcher = Batcher(Glimpse().obs_space(), agent.action_space)
+    without_images = without_history = 0
+    for stacked, observations, fresh, out in torch_steps(Glimpse, agent, 2, 12):
+        want = out.values.numpy()
+        got = [d.value for d in policy.decide_batch(observations, new_episode=fresh)]
+        np.testing.assert_allclose(got, want, atol=IMAGE_TOLERANCE, rtol=0)
+        actions = plain(batcher.unbatch(out.actions(stacked), observations))
+        assert plain(acting.act_batch(observations, new_episode=fresh)) == actions
+        unseen = blind.decide_batch(blacked_out(observations), new_episode=fresh)
+        without_images += apart(unseen, want)
+        without_history += apart(forgetful.decide_batch(observations, new_episode=True), want)
+    assert without_images == 12
+    assert without_history == 8  # every step but the episodes' first
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import functools
 import os
 import shutil
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -109,6 +109,15 @@ def error_checked_page() -> Iterator[Any]:
         page.on("pageerror", lambda err: errors.append(str(err)))  # type: ignore[attr-defined]
         yield page
         assert not errors, errors
+
+
+def status_after(page: Any, act: Callable[[], object]) -> str:
+    """The play section's status line once ``act`` (a click, a file chosen) has set it anew:
+    every action of the page ends by setting it, with its result or its error."""
+    page.evaluate("() => { document.querySelector('#status').textContent = ''; }")
+    act()
+    page.wait_for_function("() => document.querySelector('#status').textContent !== ''")
+    return page.text_content("#status")
 
 
 def to_json(value: Any) -> Any:

@@ -5,6 +5,8 @@ are missing."""
 
 from __future__ import annotations
 
+import re
+import shutil
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -18,10 +20,11 @@ from browser import (
     missing_requirements,
     observation_json,
     serve,
+    status_after,
     to_json,
 )
 from env.strategies import observations
-from export.torch_reference import sharpened, untrained_agent
+from export.torch_reference import IMAGE_TOLERANCE, sharpened, untrained_agent
 from hypothesis import HealthCheck, given, settings
 from nn.image_envs import ACTIONS as IMAGE_ACTIONS
 from nn.image_envs import SPACE as IMAGE_SPACE
@@ -127,11 +130,17 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with torch.no_grad():  # standard deviations 0.5 and 2 for thrust: far inside the bounds
         wide.net.heads["thrust"].log_std.copy_(torch.tensor([0.5, 2.0]).log() - np.log(100))
     export_onnx(wide, directory / "gaussian_wide.onnx")
-    for ids in ("int", "str"):
-        env = Blinking(ids=ids)
-        stacked = untrained_agent(stacked_space(env.obs_space(), STACK), env.action_space())
+    for name, env in (
+        ("blinking_int", Blinking(ids="int")),
+        ("blinking_str", Blinking(ids="str")),
+        ("glimpse", Glimpse()),  # three images, the current step's, besides the stack
+    ):
+        obs_space = stacked_space(env.obs_space(), STACK)
+        stacked = untrained_agent(obs_space, env.action_space(), type(env).__name__)
         stacked.config.env.stack = STACK
-        export_onnx(sharpened(stacked), directory / f"blinking_{ids}_stacked.onnx")
+        export_onnx(sharpened(stacked), directory / f"{name}_stacked.onnx")
+    # The page plays Glimpse live from these rules, served beside the models.
+    shutil.copy(Path(__file__).with_name("glimpse.js"), directory)
     for encoder in ("small", "impala"):
         agent = untrained_agent(IMAGE_SPACE, IMAGE_ACTIONS, image_encoder=encoder)
         export_onnx(agent, directory / f"images_{encoder}.onnx")
@@ -187,9 +196,13 @@ def use(page: Any, model: str) -> None:
 
 # ---------------------------------------------------------------------------- decisions
 def assert_page_decides_as_python(
-    page: Any, policy: OnnxPolicy, obs: Observation, new_episode: bool = False
+    page: Any,
+    policy: OnnxPolicy,
+    obs: Observation,
+    new_episode: bool = False,
+    tolerance: float = TOLERANCE,
 ) -> Decision:
-    """The page's decision equals the Python runtime's, which is returned."""
+    """The page's decision equals the Python runtime's within ``tolerance``; returns Python's."""
     got = page.evaluate(
         """async ([obs, newEpisode]) => {
             const d = await window.entityrl.decide(obs, { newEpisode });
@@ -204,12 +217,12 @@ def assert_page_decides_as_python(
         [observation_json(obs), new_episode],
     )
     want = policy.decide(obs, new_episode=new_episode)
-    assert got["value"] == pytest.approx(want.value, abs=TOLERANCE)
+    assert got["value"] == pytest.approx(want.value, abs=tolerance)
     for key, tables in (("probs", want.probs), ("mean", want.mean), ("std", want.std)):
         assert set(got[key]) == set(tables), key
         for name, table in tables.items():
             page_table = np.array(got[key][name], dtype=np.float32).reshape(table.shape)
-            np.testing.assert_allclose(page_table, table, atol=TOLERANCE, rtol=0)
+            np.testing.assert_allclose(page_table, table, atol=tolerance, rtol=0)
     return want
 
 
@@ -582,6 +595,41 @@ def test_the_page_names_an_image_that_does_not_fit(page, models) -> None:
     assert message == "image camera: expected [12, 9, 3] of uint8, got [12, 9, 1] of uint8"
 
 
+def drawn_images(page: Any, container: str) -> dict[str, np.ndarray]:
+    """Each image's canvas in ``container`` (by the image's name): its pixels as drawn,
+    (height, width, 4) RGBA."""
+    drawn = page.evaluate(
+        """(container) => Object.fromEntries([...document.querySelectorAll(`${container} canvas`)]
+            .map((c) => [c.dataset.image, {
+                size: [c.height, c.width],
+                rgba: Array.from(c.getContext("2d").getImageData(0, 0, c.width, c.height).data),
+            }]))""",
+        container,
+    )
+    return {name: np.array(d["rgba"]).reshape(*d["size"], 4) for name, d in drawn.items()}
+
+
+def assert_drawn(drawn: Mapping[str, np.ndarray], images: Mapping[str, np.ndarray]) -> None:
+    """``drawn`` (:func:`drawn_images`) shows every image of ``images``, pixel for pixel:
+    uint8 values as they are, float32 ones scaled to 0-255; 3 channels as RGB, any other
+    count its first channel as grey; opaque."""
+    assert set(drawn) == set(images)
+    for name, pixels in images.items():
+        rgba = drawn[name]
+        assert rgba.shape[:2] == pixels.shape[:2], name
+        scaled = np.round(pixels * 255) if pixels.dtype == np.float32 else pixels
+        rgb = scaled if pixels.shape[2] == 3 else np.repeat(scaled[:, :, :1], 3, axis=2)
+        np.testing.assert_allclose(rgba[:, :, :3], rgb, atol=1, err_msg=name)
+        assert (rgba[:, :, 3] == 255).all(), name
+
+
+GLIMPSE_CAPTIONS = [
+    "camera: 8×8×3 uint8 (RGB)",
+    "heat: 4×4×1 float32 (grey)",
+    "radar: 3×3×2 float32 (first of 2 channels, as grey)",
+]
+
+
 def test_the_replay_viewer_draws_each_image_of_the_step(page, tmp_path) -> None:
     """Glimpse's RGB uint8 camera, one-channel float32 heat map and two-channel radar (its
     first channel drawn as grey), step after step."""
@@ -593,28 +641,92 @@ def test_the_replay_viewer_draws_each_image_of_the_step(page, tmp_path) -> None:
     _, steps = read_episodes(path)
     page.set_input_files("#replay-file", str(path))
     page.wait_for_selector("#replay-where:has-text('Glimpse')")
-    captions = page.locator("#replay-images figcaption").all_text_contents()
-    assert captions == [
-        "camera: 8×8×3 uint8 (RGB)",
-        "heat: 4×4×1 float32 (grey)",
-        "radar: 3×3×2 float32 (first of 2 channels, as grey)",
-    ]
+    assert page.locator("#replay-images figcaption").all_text_contents() == GLIMPSE_CAPTIONS
     for index in (0, 1, len(steps) - 1):
         page.evaluate("(i) => window.entityrl.replay.show(i)", index)
-        drawn = page.evaluate(
-            """() => Object.fromEntries([...document.querySelectorAll("#replay-images canvas")]
-                .map((c) => [c.dataset.image, {
-                    size: [c.height, c.width],
-                    rgba: Array.from(c.getContext("2d").getImageData(0, 0, c.width, c.height).data),
-                }]))"""
-        )
         images = steps[index]["observation"]["images"]
-        for name in ("camera", "heat", "radar"):
-            pixels = decoded_image(images[name])
-            rgba = np.array(drawn[name]["rgba"]).reshape(*pixels.shape[:2], 4)
-            assert drawn[name]["size"] == list(pixels.shape[:2])
-            scaled = np.round(pixels * 255) if pixels.dtype == np.float32 else pixels
-            rgb = scaled if pixels.shape[2] == 3 else np.repeat(scaled[:, :, :1], 3, axis=2)
-            np.testing.assert_allclose(rgba[:, :, :3], rgb, atol=1)
-            assert (rgba[:, :, 3] == 255).all()
+        want = {name: decoded_image(image) for name, image in images.items()}
+        assert_drawn(drawn_images(page, "#replay-images"), want)
     page.locator("#replay").screenshot(path=str(artifacts(tmp_path) / "web-replay-images.png"))
+
+
+def test_the_page_stacks_an_image_policys_features_and_feeds_each_steps_images(
+    page, models
+) -> None:
+    """Glimpse, a policy stacked 3 deep whose observations carry three images (uint8 RGB,
+    float32 grey and two-channel): the page stacks each episode's features and feeds each
+    step's own images, deciding as the Python runtime does within IMAGE_TOLERANCE; where
+    the history says something (the player moved), it is not the decision of a new episode."""
+    use(page, "glimpse_stacked.onnx")
+    policy, forgetful = load(models / "glimpse_stacked.onnx"), load(models / "glimpse_stacked.onnx")
+    env, rng = Glimpse(), np.random.default_rng(0)
+    differ = 0
+    for seed in range(4):
+        env.seed(seed)
+        obs, first = env.reset(), True
+        while not obs.done:
+            want = assert_page_decides_as_python(page, policy, obs, first, IMAGE_TOLERANCE)
+            anew = forgetful.decide(obs, new_episode=True).value
+            differ += abs(anew - want.value) > 10 * IMAGE_TOLERANCE
+            obs, first = (
+                env.act({"move": CategoricalAction(["player"], rng.integers(2, size=1))}),
+                False,
+            )
+    # 4 of the 8 later steps: on the others the player pushed against a wall and stood still,
+    # which its history, its position repeated, says just as a new episode's does.
+    assert differ == 4
+
+
+def play_glimpse_live(page: Any, bare_end: bool = False) -> None:
+    """The page playing glimpse.js (Glimpse in JavaScript) with the stacked Glimpse policy,
+    from a reset; with ``bare_end``, a Glimpse whose final observation is only its reward and
+    done (as the page's environment API allows)."""
+    page.evaluate(
+        """async (bareEnd) => {
+            const { Glimpse } = await import("/files/glimpse.js");
+            class BareEnd extends Glimpse {
+                observe(reward) {
+                    const obs = super.observe(reward);
+                    return obs.done ? { reward, done: true } : obs;
+                }
+            }
+            window.entityrl.registerEnvironment("Glimpse", bareEnd ? BareEnd : Glimpse);
+            await window.entityrl.usePolicy("/files/glimpse_stacked.onnx", "glimpse_stacked.onnx");
+            window.entityrl.current = "glimpse_stacked.onnx";
+        }""",
+        bare_end,
+    )
+
+
+def test_the_live_view_draws_each_image_the_policy_is_given(page, tmp_path) -> None:
+    """The page plays Glimpse live: after the reset and after each step, a canvas per image
+    under the board shows the observation's pixels (those of Python's Glimpse in the state
+    the entity table shows), the episode's final observation too, which gets no decision."""
+    play_glimpse_live(page)
+    env = Glimpse()
+    for steps in range(4):
+        status = status_after(page, lambda: page.click("#step")) if steps else ""
+        assert "error" not in (page.get_attribute("#status", "class") or ""), status
+        assert page.locator("#board-images figcaption").all_text_contents() == GLIMPSE_CAPTIONS
+        features = page.locator("#board-entities td").nth(2).text_content()  # the player's
+        found = re.fullmatch(r"x=(\d)\.000 y=1\.000", features)
+        assert found, features
+        env.x, env.steps = int(found[1]), steps
+        assert_drawn(drawn_images(page, "#board-images"), env.observe().images)
+        page.locator("#play").screenshot(path=str(artifacts(tmp_path) / f"web-live-{steps}.png"))
+    assert "episode over" in status, status
+    assert page.locator("#decision table").count() == 0
+
+
+def test_the_live_view_ends_an_episode_whose_final_observation_has_no_images(page) -> None:
+    """The final observation may leave out every field, its images too: the page decides
+    nothing on it (the model would refuse it), says that the episode is over, and captions
+    each image as not in this step."""
+    play_glimpse_live(page, bare_end=True)
+    for _ in range(3):
+        status = status_after(page, lambda: page.click("#step"))
+    assert status.endswith("(episode over: Reset)"), status
+    assert "error" not in (page.get_attribute("#status", "class") or "")
+    captions = page.locator("#board-images figcaption").all_text_contents()
+    assert captions == [f"{caption}: not in this step" for caption in GLIMPSE_CAPTIONS]
+    assert page.locator("#board-images canvas").count() == 0

@@ -17,7 +17,14 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
-from browser import WEB, artifacts, error_checked_page, missing_requirements, serve
+from browser import (
+    WEB,
+    artifacts,
+    error_checked_page,
+    missing_requirements,
+    serve,
+    status_after,
+)
 from export.torch_reference import sharpened, untrained_agent
 
 from entityrl.env import (
@@ -131,10 +138,7 @@ def open_page(page: Any, url: str) -> None:
 
 def load_model(page: Any, files: Path, name: str) -> str:
     """Chooses ``name`` in the page's file input; the status line once it has loaded."""
-    page.evaluate("() => { document.querySelector('#status').textContent = ''; }")
-    page.set_input_files("#model-file", str(files / name))
-    page.wait_for_function("() => document.querySelector('#status').textContent !== ''")
-    return page.text_content("#status")
+    return status_after(page, lambda: page.set_input_files("#model-file", str(files / name)))
 
 
 # ---------------------------------------------------------------------------- errors

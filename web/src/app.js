@@ -1,10 +1,12 @@
 // The page: load an exported policy, let it (or a human) play the environment it was trained
-// on, show its action probabilities; replay recorded episodes. `window.entityrl` exposes the
-// same pieces to scripts and tests. Every failure ends in a visible message (the play
-// section's status line, or the replay's), never only in the console.
+// on (its entities, and each image of the observation), show its action probabilities; replay
+// recorded episodes. `window.entityrl` exposes the same pieces to scripts and tests. Every
+// failure ends in a visible message (the play section's status line, or the replay's), never
+// only in the console.
 
 import { EntityView, tableWith } from "./entity_view.js";
 import { importEnvironments, registerEnvironment } from "./envs/index.js";
+import { showImages } from "./images.js";
 import { makeEnvironment, playEpisodes, runRules, timeDecisions } from "./play.js";
 import { Policy, choose, gaussianValues, toActions } from "./policy.js";
 import { Random } from "./random.js";
@@ -52,7 +54,7 @@ function idText(id) {
 function clearBoard() {
   const ctx = $("board").getContext("2d");
   ctx.clearRect(0, 0, ctx.canvas.width, ctx.canvas.height);
-  for (const id of ["board-legend", "board-entities", "decision"]) $(id).replaceChildren();
+  for (const id of ["board-legend", "board-images", "board-entities", "decision"]) $(id).replaceChildren();
 }
 
 async function usePolicy(source, label) {
@@ -113,9 +115,11 @@ async function reset() {
 }
 
 // Decide for the current observation: with memory or stacking, one step of the episode, so
-// only when the observation is new (see show()).
+// only when the observation is new (see show()). An episode's final observation gets no
+// decision: nothing acts on it, and it may lack any field (its images too, which the model
+// would refuse).
 async function refresh() {
-  page.decision = await page.policy.decide(page.obs);
+  page.decision = page.obs.done ? null : await page.policy.decide(page.obs);
   show();
 }
 
@@ -130,8 +134,16 @@ function show() {
   } else {
     page.env.draw(ctx, page.decision);
   }
+  // The images the policy was given (with stacking, the current step's: they are not stacked).
+  showImages($("board-images"), page.policy.obsSpaces, page.obs);
+  if (!page.decision) {
+    $("decision").replaceChildren();
+    page.entered = () => ({});
+    status(`return so far ${page.total.toFixed(3)} (episode over: Reset)`);
+    return;
+  }
   page.entered = showDecision($("decision"), page.decision, page.policy.spaces, $("human").checked);
-  status(`return so far ${page.total.toFixed(3)}, value ${page.decision.value.toFixed(3)}${page.obs.done ? " (episode over: Reset)" : ""}`);
+  status(`return so far ${page.total.toFixed(3)}, value ${page.decision.value.toFixed(3)}`);
 }
 
 function humanChoice(probs, name, actor) {
