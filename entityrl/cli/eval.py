@@ -15,6 +15,7 @@ import numpy as np
 from entityrl.cli.arguments import (
     USAGE_ERROR,
     add_record_argument,
+    error_line,
     positive_int,
     recording_env,
 )
@@ -25,6 +26,15 @@ SAMPLED = "sampled actions"
 """How ``entityrl eval`` labels its evaluation of actions sampled from the policy."""
 GREEDY = "most probable actions (greedy, as Stable-Baselines3 evaluates)"
 """How it labels its evaluation of every actor's most probable action."""
+
+APPROXIMATE_STEPS = 100_000
+"""``--br-steps`` by default: each seat's response trains this many steps."""
+APPROXIMATE_GAMES = 2000
+"""``--episodes`` by default with ``--approximate``: games per match."""
+APPROXIMATE_HINT = (
+    "if the game is zero-sum, add --approximate to estimate it with learned best responses (a "
+    "fresh learner trained against the agent in each seat)"
+)
 
 if TYPE_CHECKING:
     from entityrl.env import VecEnv
@@ -48,9 +58,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--episodes",
         type=positive_int,
-        default=100,
+        default=None,
         metavar="N",
-        help="episodes to play (default: 100)",
+        help="episodes to play (default: 100; with --exploitability --approximate, games per "
+        f"match, default {APPROXIMATE_GAMES:,})",
     )
     parser.add_argument(
         "--seed",
@@ -102,7 +113,38 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="in a two-player zero-sum matrix game (MatrixGame, RockPaperScissorsDuel) or a "
         "small OpenSpiel game (openspiel:kuhn_poker), report the exact NashConv of the agent's "
         "strategies in both seats (what best responses gain against them, added; 0 at an "
-        "equilibrium) and NashConv/2 instead of playing",
+        "equilibrium) and NashConv/2 instead of playing; with --approximate, an estimate in any "
+        "two-player zero-sum game",
+    )
+    parser.add_argument(
+        "--approximate",
+        action="store_true",
+        help="with --exploitability, in any two-player zero-sum game (one too large for an "
+        "exact best response, or not a matrix or OpenSpiel game): estimate NashConv by training "
+        "a fresh learner against the frozen agent in each seat (--br-steps steps, the agent's "
+        "own config) and playing it there (--episodes games per match); a lower bound of the "
+        "true value, with 95%% intervals",
+    )
+    parser.add_argument(
+        "--br-steps",
+        type=positive_int,
+        metavar="N",
+        help=f"with --approximate: training steps of each seat's response (default: "
+        f"{APPROXIMATE_STEPS:,})",
+    )
+    parser.add_argument(
+        "--br-set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="with --approximate: change a setting of the responses' config (repeatable; "
+        "ppo.ent_coef=0.01, net.d_model=64); by default the agent's own",
+    )
+    parser.add_argument(
+        "--br-dir",
+        type=Path,
+        metavar="DIR",
+        help="with --approximate: keep the responses' runs in DIR/response_<player> (default: "
+        "a temporary directory, removed)",
     )
     parser.add_argument(
         "--seat",
@@ -124,6 +166,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import torch
+
+    try:
+        check_approximate_flags(args)
+    except ValueError as err:
+        print(error_line("eval", str(err)), file=sys.stderr)
+        return USAGE_ERROR
+    if args.episodes is None:
+        args.episodes = APPROXIMATE_GAMES if args.approximate else 100
 
     from entityrl.nn.device import DeviceError
     from entityrl.training.agent import AgentError, evaluate, load_agent, make_eval_env
@@ -210,12 +260,32 @@ def run_match(agent: Agent, env: VecEnv, args: argparse.Namespace) -> int:
     return 0
 
 
+def check_approximate_flags(args: argparse.Namespace) -> None:
+    """``--approximate`` belongs to ``--exploitability``, the ``--br-*`` flags to it."""
+    if args.approximate and not args.exploitability:
+        raise ValueError("--approximate estimates --exploitability: give both")
+    if args.approximate and args.deterministic:
+        raise ValueError(
+            "--approximate scores the agent's strategy, its sampled actions, as the responses "
+            "train against them: it takes no --deterministic"
+        )
+    given = [
+        flag
+        for flag, value in [("--br-steps", args.br_steps), ("--br-set", args.br_set),
+                            ("--br-dir", args.br_dir)]
+        if value is not None
+    ]  # fmt: skip
+    if given and not args.approximate:
+        raise ValueError(
+            f"{', '.join(given)} set the learned best responses of --exploitability "
+            "--approximate: give it too"
+        )
+
+
 def report_exploitability(agent: Agent, args: argparse.Namespace) -> int:
     """``--exploitability``: the exact NashConv of the agent's strategies (a matrix game's, or
-    an OpenSpiel game's through OpenSpiel's best responses)."""
-    from entityrl.training.agent import make_eval_env
-    from entityrl.training.matrix_games import matrix_game_nash_conv
-
+    an OpenSpiel game's through OpenSpiel's best responses); with ``--approximate``, one
+    estimated with learned best responses."""
     others = [
         flag
         for flag, given in [
@@ -231,23 +301,64 @@ def report_exploitability(agent: Agent, args: argparse.Namespace) -> int:
             f"--exploitability is computed from the agent's strategies, without playing: it "
             f"takes no {', '.join(others)}"
         )
+    if args.approximate:
+        return report_approximate(agent, args)
     env_id = agent.config.env.id
     if env_id.startswith("openspiel:"):
         from entityrl.interop.openspiel import exploitability
 
+        # Its refusals of a game too large or of simultaneous moves point to --approximate.
         half = exploitability(agent, env_id, **agent.config.env.kwargs)
         print(
             f"{env_id} agent trained {agent.step:,} steps ({agent.path}): exploitability "
             f"(NashConv/2, OpenSpiel's exact best responses) {half:.4f}; NashConv {2 * half:.4f}"
         )
         return 0
+    from entityrl.env.multiplayer_vec import MultiPlayerVecEnv
+    from entityrl.training.agent import make_eval_env
+    from entityrl.training.matrix_games import NotAMatrixGameError, matrix_game_nash_conv
+
     with make_eval_env(agent, 1, args.seed) as env:
-        result = matrix_game_nash_conv(agent.net, env, env_id)
+        try:
+            result = matrix_game_nash_conv(agent.net, env, env_id)
+        except NotAMatrixGameError as err:
+            if not isinstance(env, MultiPlayerVecEnv) or len(env.players) != 2:
+                raise
+            raise ValueError(f"{err}; {APPROXIMATE_HINT}") from None
     print(
         f"{env_id} agent trained {agent.step:,} steps ({agent.path}): NashConv "
         f"{result.total:.4f} (row player's best response gains {result.row_gain:.4f}, column "
         f"player's {result.column_gain:.4f}); NashConv/2 {result.half:.4f}"
     )
+    return 0
+
+
+def report_approximate(agent: Agent, args: argparse.Namespace) -> int:
+    """``--exploitability --approximate``: NashConv estimated with learned best responses
+    (:mod:`entityrl.training.best_response`), a line per seat as its response trains."""
+    from entityrl.training.best_response import approximate_nash_conv
+
+    steps = args.br_steps or APPROXIMATE_STEPS
+    print(
+        f"{agent.config.env.id} agent trained {agent.step:,} steps ({agent.path}): "
+        f"approximate exploitability, a learned best response per seat ({steps:,} steps each), "
+        f"{args.episodes:,} games per match, seed {args.seed}",
+        flush=True,
+    )
+    result = approximate_nash_conv(
+        agent,
+        steps,
+        args.episodes,
+        seed=args.seed,
+        overrides=args.br_set or (),
+        work_dir=args.br_dir,
+        num_envs=args.num_envs,
+        train_device=args.device,
+        progress=True,
+        report=lambda line: print(line, flush=True),
+        max_steps=args.max_steps,
+    )
+    print(result.summary())
     return 0
 
 

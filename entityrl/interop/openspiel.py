@@ -23,7 +23,8 @@ neither tensor are refused (:class:`UnsupportedGameError`, one line naming what 
 with OpenSpiel's own best responses: the policy's probabilities at every information state,
 computed in one batch from the tensors the environment gives, form an OpenSpiel
 ``TabularPolicy``. A game of more than :data:`MAX_HISTORIES` histories is refused
-(:class:`GameTooLargeError`), pointing to the approximate best response.
+(:class:`GameTooLargeError`), pointing to the approximate best response
+(:mod:`entityrl.training.best_response`, ``entityrl eval RUN --exploitability --approximate``).
 
 Registry names: ``openspiel:<OpenSpiel's name>``, such as ``openspiel:kuhn_poker``; the game's
 parameters are keyword arguments (``env.kwargs`` in a config: ``{players: 3}``).
@@ -64,6 +65,12 @@ ACTION = "action"
 MAX_HISTORIES = 1_000_000
 """The most histories (nodes of the game tree) a game may have for :func:`exploitability`:
 Kuhn poker has 58, Leduc poker 9,457, tic-tac-toe 549,946."""
+
+APPROXIMATE = (
+    "entityrl eval RUN --exploitability --approximate (from Python: "
+    "entityrl.training.best_response.approximate_nash_conv)"
+)
+"""Where a refusal of the exact exploitability points: the approximate best response."""
 
 Dynamics = pyspiel.GameType.Dynamics
 ChanceMode = pyspiel.GameType.ChanceMode
@@ -290,7 +297,8 @@ def check_exact(game: pyspiel.Game) -> None:
         )
     if kind.dynamics != Dynamics.SEQUENTIAL:
         raise UnsupportedGameError(
-            f"exploitability: {name}: expected a turn-based game, got simultaneous moves"
+            f"exploitability: {name}: expected a turn-based game, got simultaneous moves; "
+            f"estimate it with learned best responses instead: {APPROXIMATE}"
         )
     histories, stack = 0, [game.new_initial_state()]
     while stack:
@@ -299,9 +307,8 @@ def check_exact(game: pyspiel.Game) -> None:
         if histories > MAX_HISTORIES:
             raise GameTooLargeError(
                 f"exploitability: {name} has more than {MAX_HISTORIES:,} histories, too many "
-                "for an exact best response; estimate it with an approximate one instead: train "
-                f"a fresh learner against the frozen policy (entityrl train env={name} "
-                "algo=selfplay selfplay.opponent=RUN_DIR) and read its mean return"
+                f"for an exact best response; estimate it with learned best responses instead: "
+                f"{APPROXIMATE}"
             )
         if not state.is_terminal():
             stack.extend(state.child(action) for action in state.legal_actions())

@@ -5,7 +5,8 @@ return among its seats beats the best among the opponents', 0.5 on a tie, else 0
 :func:`play_match` plays a number of complete games and reports wins, draws and losses with
 the Elo difference they imply (:func:`entityrl.training.elo.elo_difference`), and the mean
 return of each side per seat the player took (the measure of a game scored by payoff, such as
-a matrix game, where winning more games is not winning more).
+a matrix game, where winning more games is not winning more); :func:`play_games` gives the
+games' results one by one.
 """
 
 from __future__ import annotations
@@ -130,8 +131,40 @@ def play_match(
     max_steps: int = 100_000,
 ) -> MatchResult:
     """``games`` complete games of ``player`` (one seat per game, taking ``seats`` in turn,
-    every seat by default) against ``opponent`` (every other seat) in ``env``. Each carries
-    its state (a network's memory) of its rows from step to step, afresh in every game."""
+    every seat by default) against ``opponent`` (every other seat) in ``env``, tallied
+    (:func:`play_games` plays them)."""
+    results = play_games(player, opponent, env, games, seats, max_steps)
+    scores = np.array([r.score for r in results])
+    by_seat = {
+        seat: [r for r in results if r.seat == seat] for seat in sorted({r.seat for r in results})
+    }
+    return MatchResult(
+        int((scores == 1).sum()),
+        int((scores == 0.5).sum()),
+        int((scores == 0).sum()),
+        {
+            env.players[seat]: SeatPayoff(
+                len(played),
+                float(np.mean([r.payoff for r in played])),
+                float(np.mean([r.opponent_payoff for r in played])),
+            )
+            for seat, played in by_seat.items()
+        },
+    )
+
+
+def play_games(
+    player: Player,
+    opponent: Player,
+    env: MultiPlayerVecEnv,
+    games: int,
+    seats: list[int] | None = None,
+    max_steps: int = 100_000,
+) -> list[GameResult]:
+    """The results of ``games`` complete games of ``player`` (one seat per game, taking
+    ``seats`` in turn, every seat by default) against ``opponent`` (every other seat) in
+    ``env``, game by game. Each carries its state (a network's memory) of its rows from step
+    to step, afresh in every game."""
     if games < 1:
         raise ValueError(f"games must be >= 1, got {games}")
     players = len(env.players)
@@ -156,28 +189,8 @@ def play_match(
             for slot, result in zip(ended[::players] // players, scored, strict=True):
                 tally.add(int(slot), result)
             if tally.full():
-                break
-    else:
-        raise unfinished("the match", games, max_steps)
-    results = tally.results()
-    scores = np.array([r.score for r in results])
-    by_seat = {
-        env.players[seat]: [r for r in results if r.seat == seat] for seat in sorted(set(seats))
-    }
-    return MatchResult(
-        int((scores == 1).sum()),
-        int((scores == 0.5).sum()),
-        int((scores == 0).sum()),
-        {
-            name: SeatPayoff(
-                len(games),
-                float(np.mean([r.payoff for r in games])),
-                float(np.mean([r.opponent_payoff for r in games])),
-            )
-            for name, games in by_seat.items()
-            if games
-        },
-    )
+                return tally.results()
+    raise unfinished("the match", games, max_steps)
 
 
 def load_opponent(

@@ -23,6 +23,10 @@ TOLERANCE = 1e-9
 Matrix = npt.NDArray[np.float64]
 
 
+class NotAMatrixGameError(ValueError):
+    """A game whose exploitability :func:`matrix_game_nash_conv` cannot compute exactly."""
+
+
 @dataclass(frozen=True)
 class NashConv:
     """How much each seat would gain by switching to a best response against the other's
@@ -187,12 +191,13 @@ def choice_probabilities(net: RogueNet, obs: VecObs, action: str) -> npt.NDArray
 def matrix_game_nash_conv(net: RogueNet, env: VecEnv, name: str) -> NashConv:
     """The exact NashConv of ``net``'s strategies in both seats of the matrix game that
     ``env`` (a batch of :class:`~entityrl.envs.matrix_game.MatrixGame`, ``name`` in messages)
-    plays; a ValueError for any other game, whose exploitability is not computable exactly."""
+    plays; a :class:`NotAMatrixGameError` for any other game, whose exploitability is not
+    computable exactly."""
     games = getattr(env, "games", None)
     payoff = getattr(games[0], "payoff", None) if games else None
     action = getattr(games[0], "action", None) if games else None
     if not isinstance(payoff, np.ndarray) or not isinstance(action, str):
-        raise ValueError(
+        raise NotAMatrixGameError(
             f"exploitability is computed exactly only for two-player matrix games (MatrixGame, "
             f"RockPaperScissorsDuel) and small OpenSpiel games (openspiel:NAME); {name} is "
             "neither"

@@ -195,15 +195,16 @@ def test_a_policy_fitted_to_an_equilibrium_is_not_exploitable() -> None:
 def test_exploitability_refuses_what_it_cannot_compute(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(UnsupportedGameError, match="two-player zero-sum game, got 3 players"):
         exploitability(net_for("kuhn_poker"), "kuhn_poker", players=3)
-    with pytest.raises(UnsupportedGameError, match="turn-based game, got simultaneous"):
+    with pytest.raises(UnsupportedGameError, match="turn-based game, got simultaneous") as caught:
         exploitability(net_for("matrix_rps"), "matrix_rps")
+    assert "--exploitability --approximate" in str(caught.value)
     with pytest.raises(ValueError, match="not trained on openspiel:leduc_poker"):
         exploitability(net_for("kuhn_poker"), "leduc_poker")
     monkeypatch.setattr(openspiel, "MAX_HISTORIES", 1000)
     with pytest.raises(GameTooLargeError, match="more than 1,000 histories") as caught:
         exploitability(net_for("leduc_poker"), "leduc_poker")
     message = str(caught.value)
-    assert "selfplay.opponent=RUN_DIR" in message and "\n" not in message
+    assert "--exploitability --approximate" in message and "\n" not in message
 
 
 def test_self_play_trains_on_kuhn_poker_from_its_registry_name(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
