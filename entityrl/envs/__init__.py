@@ -27,8 +27,10 @@ from entityrl.envs.count import Count
 from entityrl.envs.floor_is_lava import FloorIsLava
 from entityrl.envs.goal_grid import GoalGrid
 from entityrl.envs.guarded_exit import GuardedExit
+from entityrl.envs.hidden_arm import HiddenArm
 from entityrl.envs.lanes import Lanes
 from entityrl.envs.matrix_game import MatrixGame
+from entityrl.envs.meta import Trials
 from entityrl.envs.minefield import Minefield
 from entityrl.envs.minesweeper import MineSweeper
 from entityrl.envs.move_to_origin import ContinuousMoveToOrigin, MoveToOrigin
@@ -61,6 +63,7 @@ REGISTRY: dict[str, EnvClass] = {
     "FourSeason": FourSeason,
     "GoalGrid": GoalGrid,
     "GuardedExit": GuardedExit,
+    "HiddenArm": HiddenArm,
     "Lanes": Lanes,
     "MatrixGame": MatrixGame,
     "Minefield": Minefield,
@@ -78,6 +81,7 @@ REGISTRY: dict[str, EnvClass] = {
     "Slow": Slow,
     "Survival": SurvivalWorld,
     "TreasureHunt": TreasureHunt,
+    "Trials": Trials,
     "Xor": Xor,
 }
 
@@ -346,6 +350,7 @@ __all__ = [
     "Count",
     "FloorIsLava",
     "GuardedExit",
+    "HiddenArm",
     "Lanes",
     "MatrixGame",
     "MineSweeper",
@@ -361,6 +366,7 @@ __all__ = [
     "RockPaperScissorsDuel",
     "Slow",
     "TreasureHunt",
+    "Trials",
     "Xor",
     "check_kwargs",
     "lookup",

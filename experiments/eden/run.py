@@ -14,9 +14,12 @@ the figure (mean learning curves over the seeds, one panel per setting) to
 ``docs/survival.md``, which says how many of the study's runs it holds.
 
 The study ``bench`` is the survival world as an evaluation standard: algorithm families (PPO,
-recurrent PPO, DQN, SAC, PPO+RND, PPO+ICM, behaviour cloning of a scripted survivor; meta-RL
-listed as not built) x worlds x rewards x observations at a ``--budget`` (smoke, small, paper:
-steps per run, seeds, episodes), through the same runs, sharing and sittings as the studies.
+recurrent PPO, DQN, SAC, PPO+RND, PPO+ICM, behaviour cloning of a scripted survivor, meta-RL
+by RL^2) x worlds x rewards x observations at a ``--budget`` (smoke, small, paper: steps per
+run, seeds, episodes), through the same runs, sharing and sittings as the studies. Meta-RL
+trains on trials of several episodes of one task (entityrl.envs.meta.Trials): of each cell's
+world, its map the task, and of river navigation (the paper's Figure 16 task family); it is
+evaluated on held-out tasks, per episode of a trial.
 Its report adds random play and the scripted survivor to every cell, the lifetime's IQM with
 a 95% stratified bootstrap interval over the seeds (``entityrl.stats``), performance profiles
 (``docs/images/eden_bench_<budget>.png``), ``results/bench_<budget>.json`` and the section
@@ -51,6 +54,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from entityrl.training import Agent
     from entityrl.training.config import TrainConfig
 
 HERE = Path(__file__).resolve().parent
@@ -60,6 +64,8 @@ BASE = HERE / "base.yaml"
 WORLDS = HERE / "worlds"
 REWARDS = ("dense", "sparse", "very_sparse")
 EXPANSIONS = ("3pig", "5pig", "expand_consume", "expand_pickup", "expand_collect", "expand_all")
+META_CONFIG = HERE / "meta_rl.yaml"
+"""The bench's meta-RL family (RL^2): PPO with memory on trials of river navigation."""
 RND_COEF = 1.0
 """fig15's exploration bonus (``rnd.coef``): the weight of entityrl's shipped RND config."""
 STUDY_SEEDS = (1, 2, 3)
@@ -403,12 +409,13 @@ def _evaluate(run_dir: Path, episodes: int) -> dict:
     ``episodes`` fresh episodes, and the run's learning curve."""
     from entityrl.env import RandomPolicy
     from entityrl.training import evaluate, load_agent, make_eval_env
-    from entityrl.training.run_log import read_metrics
 
     agent = load_agent(run_dir, seed=0)
     # A run is judged by the policy its algorithm trains: DQN's is greedy (its config says
     # eval.deterministic), PPO's sampled.
     agent.deterministic = agent.config.eval.deterministic
+    if agent.config.env.id == "Trials":
+        return _evaluate_trials(agent, run_dir, episodes)
     with make_eval_env(agent, num_envs=32, seed=777) as env:
         trained = evaluate(agent, env, episodes)
         baseline = evaluate(RandomPolicy(env.action_space, seed=0), env, episodes)
@@ -420,11 +427,53 @@ def _evaluate(run_dir: Path, episodes: int) -> dict:
         "tasks": {t.removeprefix("task/"): trained.mean(t) for t in tasks},
         "random_lifetime": baseline.mean("episode_length"),
         "random_return": baseline.mean("episode_return"),
-        "curve": [
-            (r["step"], r["episode/episode_length"], r.get("episode/episode_return"))
-            for r in read_metrics(run_dir)
-            if "episode/episode_length" in r
-        ],
+        "curve": _curve(run_dir),
+    }
+
+
+def _curve(run_dir: Path) -> list[tuple[int, float, float | None]]:
+    """The run's learning curve: (step, episode length, episode return) per log line."""
+    from entityrl.training.run_log import read_metrics
+
+    return [
+        (r["step"], r["episode/episode_length"], r.get("episode/episode_return"))
+        for r in read_metrics(run_dir)
+        if "episode/episode_length" in r
+    ]
+
+
+def _evaluate_trials(agent: Agent, run_dir: Path, episodes: int) -> dict:
+    """A meta-RL run (its environment: trials of one task each): the agent on ``episodes``
+    trials of held-out tasks and of its meta-training tasks, and a uniformly random policy on
+    the held-out ones; per episode of a trial, the mean return and length of each. Its
+    lifetime and return are the agent's on the held-out tasks, per episode (over all of a
+    trial's); its learning curve is per trial."""
+    import numpy as np
+
+    from entityrl.env import RandomPolicy
+    from entityrl.envs.meta import Trials
+    from entityrl.training import evaluate
+
+    kwargs = dict(agent.config.env.kwargs)
+    per_episode = {}
+    for name, split in (("test", "test"), ("train", "train"), ("random", "test")):
+        env = Trials(32, seed=EVAL_SEED, **{**kwargs, "split": split})
+        with env:
+            policy = agent if name != "random" else RandomPolicy(env.action_space, seed=0)
+            played = evaluate(policy, env, episodes)
+            inner = range(1, env.per_trial + 1)
+        per_episode[name] = {
+            field: [played.mean(f"episode{i}/{field}") for i in inner]
+            for field in ("return", "length")
+        }
+    held_out, random = per_episode["test"], per_episode["random"]
+    return {
+        "lifetime": float(np.mean(held_out["length"])),
+        "return": float(np.mean(held_out["return"])),
+        "random_lifetime": float(np.mean(random["length"])),
+        "random_return": float(np.mean(random["return"])),
+        "per_episode": per_episode,
+        "curve": _curve(run_dir),
     }
 
 
@@ -621,9 +670,16 @@ FAMILIES: dict[str, tuple[Path, tuple[str, ...]] | None] = {
     "ppo_rnd": (BASE, (f"rnd.coef={RND_COEF}",)),
     "ppo_icm": (BASE, ("icm.coef=1.0",)),  # icm.* as corridor.yaml ships it
     "bc": (BASE, ("algo=bc", "bc.eval_episodes=0")),  # bc.demos: the bench's recording
-    "meta_rl": None,  # RL^2 is not in entityrl: its row says so
+    # RL^2: PPO with memory on trials (a cell's world moves inside them, see trial_overrides).
+    "meta_rl": (META_CONFIG, ()),
 }
 """Each algorithm family: its config file and overrides, None for a family not built."""
+META = "meta_rl"
+"""The family trained on trials of one task (its runs are evaluated per episode of a trial)."""
+NAVIGATION = "RiverNavigation"
+"""The meta-RL family's panel of its own: river navigation (meta_rl.yaml's task family)."""
+TRIAL_EPISODES = {"navigation": 4, "survival": 3}
+"""Episodes per trial: of river navigation (at most 20 steps each) and of a survival world."""
 BENCH_WORLDS = {
     "DayAndNight": ("env.id=DayAndNight",),
     "FourSeasonGentle": _world("four_season_gentle.yaml"),
@@ -665,7 +721,7 @@ def cell_overrides(cell: Cell, args: argparse.Namespace) -> tuple[str, ...]:
 
 def bench_study(args: argparse.Namespace, out: Path) -> Study:
     """The families that are built x the cells, as a study (panel: the cell; label: the
-    family)."""
+    family), and meta-RL's river navigation (panel NAVIGATION) when the families have it."""
     runs = []
     for cell in bench_cells(args):
         world = cell_overrides(cell, args)
@@ -678,8 +734,27 @@ def bench_study(args: argparse.Namespace, out: Path) -> Study:
                 overrides = (*overrides, f"bc.demos=[{demos_of(out, cell, args.demos)}]")
                 if args.budget == "smoke":
                     overrides = (*overrides, "bc.epochs=1")
-            runs.append(Run(cell.name, family, (*world, *overrides), config))
+            where = trial_overrides(world) if family == META else world
+            runs.append(Run(cell.name, family, (*where, *overrides), config))
+    if META in args.families:
+        episodes = f"env.kwargs.episodes={TRIAL_EPISODES['navigation']}"
+        runs.append(Run(NAVIGATION, META, (episodes,), META_CONFIG))
     return Study(f"Survival bench, {args.budget} budget", tuple(runs))
+
+
+def trial_overrides(world: tuple[str, ...]) -> tuple[str, ...]:
+    """A cell's world (:func:`cell_overrides`) as the task family of meta-RL's trials: its
+    environment and arguments moved into ``env.kwargs.env`` and ``env.kwargs.env_kwargs``."""
+    moved = []
+    for override in world:
+        key, value = override.split("=", 1)
+        if key == "env.id":
+            moved.append(f"env.kwargs.env={value}")
+        elif key.startswith("env.kwargs."):
+            moved.append(f"env.kwargs.env_kwargs.{key.removeprefix('env.kwargs.')}={value}")
+        else:
+            raise ValueError(f"a cell's world sets env.id and env.kwargs.*, got {override!r}")
+    return (*moved, f"env.kwargs.episodes={TRIAL_EPISODES['survival']}")
 
 
 def bench_dir(args: argparse.Namespace) -> str:
@@ -903,7 +978,8 @@ def bench_section(
         f"run, seeds {', '.join(map(str, args.seeds))}, {args.episodes} evaluation episodes "
         f"per run (behaviour cloning: {budget.demos} episodes of the scripted survivor). Life "
         f"limit {args.life_limit}, simple actions. Lifetime: mean episode length over the "
-        "episodes (sampled actions; DQN and SAC greedy, as their configs evaluate); IQM and "
+        "episodes (sampled actions; DQN and SAC greedy, as their configs evaluate; meta_rl: "
+        "an episode of a trial on held-out maps); IQM and "
         "its 95% stratified bootstrap interval over the seeds (`entityrl.stats`); s per run: "
         "a family's training (its last sitting's, if continued), a reference's play. Machine: "
         f"{platform.machine()}, {os.cpu_count()} cores, load average {load} when written; "
@@ -911,6 +987,45 @@ def bench_section(
         + f". {coverage}\n\n"
         f"{bench_table(args, results)}\n\nOver the cells:\n\n{aggregate}\n\n"
         f"![Survival bench performance profiles](images/eden_bench_{args.budget}.png)\n"
+        + (f"\n{meta_section(args, results)}" if META in args.families else "")
+    )
+
+
+def meta_section(args: argparse.Namespace, results: list[dict]) -> str:
+    """Meta-RL's table: per task family and policy, the return and length of each episode of a
+    trial (means over the seeds), and how much the last episode's return gains on the
+    first's."""
+    import numpy as np
+
+    rows = [
+        "| task family | seeds | policy, tasks | return per episode of a trial | last - first "
+        "(per seed) | length per episode |",
+        "|---|---|---|---|---|---|",
+    ]
+    policies = {
+        "test": "RL^2, held-out tasks",
+        "train": "RL^2, meta-training tasks",
+        "random": "random play, held-out tasks",
+    }
+    for panel in dict.fromkeys(r["panel"] for r in results if r["label"] == META):
+        mine = [r for r in results if (r["panel"], r["label"]) == (panel, META)]
+        for name, what in policies.items():
+            returns = np.array([r["per_episode"][name]["return"] for r in mine])
+            lengths = np.array([r["per_episode"][name]["length"] for r in mine])
+            gain = returns[:, -1] - returns[:, 0]
+            rows.append(
+                f"| {panel} | {len(mine)} | {what} | {' / '.join(f'{x:.3g}' for x in returns.mean(0))} "
+                f"| {gain.mean():+.3g} ({', '.join(f'{g:+.3g}' for g in gain)}) | "
+                f"{' / '.join(f'{x:.1f}' for x in lengths.mean(0))} |"
+            )
+    return (
+        "Meta-RL (RL^2, `experiments/eden/meta_rl.yaml`): PPO with memory trained on trials of "
+        f"{TRIAL_EPISODES['navigation']} episodes of one river-navigation task and of "
+        f"{TRIAL_EPISODES['survival']} episodes on one map of each cell's world; evaluated on "
+        f"{args.episodes} trials of held-out tasks (task ids disjoint from the meta-training "
+        "ones) and of meta-training tasks, sampled actions; means over the seeds.\n\n"
+        + "\n".join(rows)
+        + "\n"
     )
 
 
@@ -945,6 +1060,8 @@ def run_bench(
         complete = train_all(bench_dir(args), study, args, out)
     except KeyboardInterrupt:
         complete = False
+    if META in args.families:  # its figures, with --no-report too
+        print(meta_section(args, bench_results(study, args, out)))
     if not args.no_report:
         bench_report(args, out, docs, results_dir, time.time() - started)
     return complete

@@ -103,8 +103,10 @@ class Simulation:
         self.collect_event = rules.event_table("collect", table.names)
 
     # ---------------------------------------------------------------- episodes
-    def reset(self, envs: IntArray) -> None:
-        generate(self.rules, self.state, envs, self.rng)
+    def reset(self, envs: IntArray, rng: np.random.Generator | None = None) -> None:
+        """New episodes in copies ``envs``, their worlds drawn from ``rng`` (by default the
+        simulation's generator)."""
+        generate(self.rules, self.state, envs, self.rng if rng is None else rng)
         self.refresh(envs)
 
     def step(self, intent: Intent) -> StepOutcome:

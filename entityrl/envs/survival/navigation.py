@@ -6,7 +6,9 @@ distance to the target river spot. An episode ends on the target or after ``hori
 
 A task is one map with its target. With ``task=None`` every episode draws a new task from the
 environment's generator (the task distribution); with ``task=k`` every copy and every episode
-plays task ``k`` (its map and target depend on ``k`` only), for adapting to one task.
+plays task ``k`` (its map and target depend on ``k`` only), for adapting to one task. As a
+:class:`~entityrl.env.tasks.TaskFamily`, each copy's task can be set apart
+(:meth:`~entityrl.env.tasks.TaskFamily.set_tasks`), as meta-RL's trials do.
 """
 
 from __future__ import annotations
@@ -18,13 +20,14 @@ import numpy.typing as npt
 
 from entityrl.env.batched import BatchedEnvironment
 from entityrl.env.spaces import CategoricalActionSpace, Entity, ObsSpace
+from entityrl.env.tasks import TaskFamily
 from entityrl.env.vec_obs import VecCategoricalMask, VecObs
 from entityrl.ragged import RaggedArray
 
 IntArray = npt.NDArray[np.int64]
 
 
-class RiverNavigation(BatchedEnvironment):
+class RiverNavigation(TaskFamily, BatchedEnvironment):
     """Reach a target river spot on a ``size`` x ``size`` map (see the module docstring).
 
     Optimal return: the squared distance from the centre to the target (the rewards telescope
@@ -55,7 +58,7 @@ class RiverNavigation(BatchedEnvironment):
         self.size = size
         self.horizon = horizon
         self.rivers = rivers
-        self.task = task
+        self.init_tasks(num_envs, task)
         offsets = range(-max_offset, max_offset + 1)
         self.offsets = np.array(list(offsets), dtype=np.int64)
         labels = [f"{d:+d}" for d in offsets]
@@ -70,12 +73,10 @@ class RiverNavigation(BatchedEnvironment):
         self.t = np.zeros(num_envs, dtype=np.int64)
 
     def reset_envs(self, envs: IntArray) -> None:
-        if self.task is None:
-            water, target = self._draw_tasks(envs.shape[0], self.rng)
-        else:  # one map, broadcast to every copy
-            water, target = self._draw_tasks(1, np.random.default_rng(self.task))
-        self.water[envs] = water
-        self.target[envs] = target
+        for group, rng in self.task_draws(envs, self.rng):
+            water, target = self._draw_tasks(group.shape[0], rng)
+            self.water[group] = water
+            self.target[group] = target
         self.position[envs] = self.size // 2
         self.t[envs] = 0
 

@@ -9,6 +9,7 @@ import numpy as np
 import numpy.typing as npt
 
 from entityrl.env.batched import BatchedEnvironment
+from entityrl.env.tasks import TaskFamily
 from entityrl.env.vec_obs import VecObs
 from entityrl.envs.survival.actions import ACTION_MODES, FullActions, SimpleActions
 from entityrl.envs.survival.config import ConfigSource, SurvivalConfigError, load_config
@@ -21,7 +22,7 @@ from entityrl.envs.survival.state import WorldState
 from entityrl.ragged import RaggedArray
 
 
-class SurvivalWorld(BatchedEnvironment):
+class SurvivalWorld(TaskFamily, BatchedEnvironment):
     """``num_envs`` copies of a survival world defined by a config file.
 
     The agent must keep its satiety and thirst (and, where configured, hp and temperature)
@@ -46,6 +47,12 @@ class SurvivalWorld(BatchedEnvironment):
     Optimal return: not known in closed form; it is reached by surviving to the horizon. With
     the ``very_sparse`` reward that is 0; with ``sparse`` it is the reward of every meal and drink
     the agent can fit in.
+
+    As a :class:`~entityrl.env.tasks.TaskFamily`, a copy given a task
+    (:meth:`~entityrl.env.tasks.TaskFamily.set_tasks`) starts every episode on that task's map:
+    its terrain, creatures, weather and the agent's starting place; what happens after the
+    start draws from the world's own generator. Copies start without one: a new map every
+    episode.
     """
 
     preset = "DayAndNight"
@@ -103,10 +110,12 @@ class SurvivalWorld(BatchedEnvironment):
         self.obs_space = self.observer.obs_space
         self.action_space = self.actions.action_space
         self.last_outcome = StepOutcome.nothing(num_envs, len(self.rules.meter_max))
+        self.init_tasks(num_envs)
 
     # ---------------------------------------------------------------- BatchedEnvironment
     def reset_envs(self, envs: npt.NDArray[np.int64]) -> None:
-        self.simulation.reset(envs)
+        for group, rng in self.task_draws(envs, self.rng):
+            self.simulation.reset(group, rng)
 
     def step(
         self, actions: Mapping[str, RaggedArray]

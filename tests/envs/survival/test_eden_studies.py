@@ -331,26 +331,50 @@ def test_the_smoke_bench_trains_every_family_once_and_reports_every_row(
     out = tmp_path / "runs"
     assert eden.run_bench(bench_settings(), out, docs, results)
     built = [f for f, how in eden.FAMILIES.items() if how is not None]
-    assert len(spy.started) == len(built) == 7  # meta-RL is not built
-    algos = {load_checkpoint(d)["config"]["algo"] for d in (out / "bench_smoke").glob("*_seed1")}
-    assert algos == {"ppo", "dqn", "sac", "bc"}
+    assert built == list(eden.FAMILIES)
+    # Every family on DayAndNight, and meta-RL on river navigation too.
+    assert len(spy.started) == len(built) + 1 == 9
+    configs = [load_checkpoint(d)["config"] for d in (out / "bench_smoke").glob("*_seed1")]
+    assert {c["algo"] for c in configs} == {"ppo", "dqn", "sac", "bc"}
+    trials = {c["env"]["kwargs"]["env"]: c for c in configs if c["env"]["id"] == "Trials"}
+    assert {env: c["env"]["kwargs"]["episodes"] for env, c in trials.items()} == {
+        "DayAndNight": 3,
+        "RiverNavigation": 4,
+    }
+    # The cell's world moves inside the trials; the policy has memory.
+    world = trials["DayAndNight"]["env"]["kwargs"]["env_kwargs"]
+    assert (world["life_limit"], world["actions"]) == (100, "simple")
+    assert all(c["net"]["memory"] for c in trials.values())
 
     text = (docs / "survival.md").read_text()
     first = text
     section = text.split("### Results: Survival bench, smoke budget\n", 1)[1]
-    rows = {line.split(" | ")[1]: line for line in section.splitlines() if line.startswith("| Day")}
+    main, meta_table = section.split("Meta-RL (RL^2", 1)
+    rows = {line.split(" | ")[1]: line for line in main.splitlines() if line.startswith("| Day")}
     assert set(rows) == {"random", "scripted", *eden.FAMILIES}
-    assert "| meta_rl | | not built |" in rows["meta_rl"]
     for family in built:
         assert "| 1 |" in rows[family] and "none finished" not in rows[family]
-    assert "All 7 training runs are in." in section
+    assert "All 9 training runs are in." in section
+    meta = {
+        tuple(line.split(" | ")[:3]): line
+        for line in meta_table.splitlines()
+        if line.startswith("| ") and not line.startswith("| task family")
+    }
+    assert set(meta) == {
+        (f"| {panel}", "1", policy)
+        for panel in ("DayAndNight, dense, entities", "RiverNavigation")
+        for policy in ("RL^2, held-out tasks", "RL^2, meta-training tasks",
+                       "random play, held-out tasks")
+    }  # fmt: skip
+    navigation = meta["| RiverNavigation", "1", "RL^2, held-out tasks"].split(" | ")[3]
+    assert len(navigation.split(" / ")) == 4  # a return per episode of a trial
     saved = json.loads((results / "bench_smoke.json").read_text())
     assert {r["label"] for r in saved} == {"random", "scripted", *built}
     assert (docs / "images" / "eden_bench_smoke.png").stat().st_size > 0
 
     # A second sitting trains nothing, and its section replaces the first one.
     assert eden.run_bench(bench_settings(), out, docs, results)
-    assert len(spy.started) == 7
+    assert len(spy.started) == 9
     text = (docs / "survival.md").read_text()
     assert text.count("### Results: Survival bench, smoke budget") == 1
     assert text.split("## Rewards")[0] == first.split("## Rewards")[0]
