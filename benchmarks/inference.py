@@ -8,8 +8,9 @@ time). Each path decides CALLS times per run after a warm-up (CALLS / 10 calls o
 observations for batched calls), the paths alternating; p10, p50 and p99 are per run, and
 the tables give the median over RUNS runs (on a shared machine the p10 is the time of the
 quieter moments). The runtime's single decision is also timed in parts (validation, the
-observation to the model's inputs, the model, choosing), and through the general path (the
-Batcher) with its parts. --baseline REV also times, in the same runs, the runtime of git
+observation to the model's inputs, the model, choosing), with the padded one-observation
+model instead of the unpadded one this observation takes (signature.UNPADDED_KEY), and
+through the general path (the Batcher) with its parts. --baseline REV also times, in the same runs, the runtime of git
 revision REV on the same network exported by that revision. With --browser, the same
 decision also runs in the page of web/ (onnxruntime-web, WASM, one thread) in headless
 Chromium, as the browser tests drive it (needs Chromium, `npm ci` in web/ and the 'web'
@@ -22,6 +23,7 @@ usage: python benchmarks/inference.py [--calls 3000] [--runs 5] [--batch 64] [--
 from __future__ import annotations
 
 import argparse
+import base64
 import io
 import os
 import subprocess
@@ -45,7 +47,7 @@ from entityrl.env import Batcher, Observation
 from entityrl.env.validator import validate_observation
 from entityrl.envs import CherryPick
 from entityrl.export import export_onnx
-from entityrl.inference import load
+from entityrl.inference import load, signature
 from entityrl.inference.runtime import batched_inputs, model_inputs
 from entityrl.nn import RogueNet, RogueNetConfig
 from entityrl.nn.precision import Precision, compute_dtype
@@ -145,12 +147,16 @@ def paths(model: Path, before: Baseline | None) -> dict[str, Callable[[], object
     checked, unchecked = load(model, seed=0), load(model, seed=0, check=False)
     general = load(model, seed=0, check=False)
     general.single = None  # the path through the Batcher
-    single = unchecked.single
-    assert single is not None
-    session = unchecked.session
+    padded = load(model, seed=0, check=False)
+    single, padded_single = unchecked.single, padded.single
+    assert single is not None and padded_single is not None
+    padded_single.unpadded = None  # every observation through the one-observation model
+    session = unchecked.unpadded_session  # the model of the common observation, as this one
     outputs = unchecked._run([obs], False)[1]
     prepared = single.prepare(obs)
+    assert not prepared.padded
     feeds = prepared.feeds
+    padded_feeds = padded_single.prepare(obs).feeds
     rows = {
         "torch `Agent.act` (VecObs in, ragged actions out)": lambda: agent.act(batch),
         "torch: Observation -> Batcher -> `Agent.act` -> Actions": lambda: batcher.unbatch(
@@ -158,6 +164,9 @@ def paths(model: Path, before: Baseline | None) -> dict[str, Callable[[], object
         ),
         "`entityrl.inference` `policy.act(obs)` (validated)": lambda: checked.act(obs),
         "`entityrl.inference` `policy.act(obs)`, check=False": lambda: unchecked.act(obs),
+        "  the same with the padded model (`policy.single.unpadded = None`)": lambda: padded.act(
+            obs
+        ),
         "  of which: validation (`validate_observation`)": lambda: validate_observation(
             obs, checked.obs_space, checked.action_space
         ),
@@ -167,6 +176,7 @@ def paths(model: Path, before: Baseline | None) -> dict[str, Callable[[], object
         "  of which: onnxruntime `session.run` alone (inputs ready)": lambda: session.run(
             None, feeds
         ),
+        "  the padded model's `session.run` alone": lambda: padded.session.run(None, padded_feeds),
         "  `prepare` then `session.run`": lambda: session.run(None, single.prepare(obs).feeds),
         "  of which: choosing and building the actions (`SingleObservation.actions_of`)": (
             lambda: single.actions_of(obs, prepared, outputs, unchecked._choose, unchecked._sample)
@@ -186,8 +196,8 @@ def paths(model: Path, before: Baseline | None) -> dict[str, Callable[[], object
     options.intra_op_num_threads = options.inter_op_num_threads = 1
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
     basic = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
-    rows["  variant: `session.run`, onnxruntime's basic graph optimizations only"] = lambda: (
-        basic.run(None, feeds)
+    rows["  variant: the padded model's `session.run`, onnxruntime's basic optimizations"] = (
+        lambda: basic.run(None, padded_feeds)
     )
     rows["  variant: `session.run` through an IO binding (bound every call)"] = lambda: _bound_run(
         session, feeds
@@ -195,7 +205,7 @@ def paths(model: Path, before: Baseline | None) -> dict[str, Callable[[], object
     if before is not None:
         runtime, old_model = before
         old = runtime.OnnxPolicy(old_model, seed=0, check=False)
-        old_feeds = {name: value for name, value in feeds.items() if name in old.input_names}
+        old_feeds = {k: v for k, v in padded_feeds.items() if k in old.input_names}
         rows["baseline: `policy.act(obs)`, check=False"] = lambda: old.act(obs)
         rows["baseline: `session.run` alone"] = lambda: old.session.run(None, old_feeds)
     return rows
@@ -275,15 +285,17 @@ def browser_runs(model: Path, calls: int, runs: int) -> list[Figures]:
     return figures
 
 
-def optimized_nodes(model: Path) -> int:
-    """The nodes of ``model``'s graph after onnxruntime's optimizations (those it runs)."""
+def optimized_nodes(model: Path | bytes) -> int:
+    """The nodes of ``model``'s graph (a file, or a serialized model) after onnxruntime's
+    optimizations (those it runs)."""
     import onnx
 
     with tempfile.TemporaryDirectory() as tmp:
         options = ort.SessionOptions()
         options.optimized_model_filepath = str(Path(tmp) / "optimized.onnx")
         options.log_severity_level = 3  # the note that the file is for this machine only
-        ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+        source = model if isinstance(model, bytes) else str(model)
+        ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
         return len(onnx.load(options.optimized_model_filepath).graph.node)
 
 
@@ -335,7 +347,8 @@ def main() -> None:
             ).stdout.strip()
             old_model = Path(tmp) / "baseline.onnx"
             before = baseline(args.baseline, old_model), old_model
-        nodes = f"{optimized_nodes(model)} nodes"
+        unpadded = base64.b64decode(load(model).metadata[signature.UNPADDED_KEY])
+        nodes = f"{optimized_nodes(unpadded)} nodes; the padded one {optimized_nodes(model)}"
         if before is not None:
             nodes += f" ({optimized_nodes(before[1])} for the baseline)"
         single = timed(lambda: paths(model, before), args.calls, args.runs)
@@ -352,7 +365,7 @@ def main() -> None:
         ]
     load_after = os.getloadavg()
     report = (
-        f"One decision (the graph for one observation: {nodes} after onnxruntime's "
+        f"One decision (the graph for the common observation: {nodes} after onnxruntime's "
         f"optimizations):\n\n{table(single)}\n\n"
         f"{args.batch} observations in one call, per observation:\n\n{table(batched)}"
     )

@@ -44,13 +44,16 @@ def one_observation_policy(agent: Agent) -> OneObservationPolicy:
 
 
 def example_inputs(policy: OneObservationPolicy) -> tuple[torch.Tensor, ...]:
-    """Inputs of the right kinds for tracing: two entities per type, every entity acting on
-    every other. Sizes differ between axes so that none is mistaken for another."""
+    """Inputs of the right kinds for tracing (those ``policy`` takes): two entities per type,
+    every entity acting on every other. Sizes differ between axes so that none is mistaken for
+    another."""
     net = policy.net
     counts = {name: 2 for name in net.entity_names}
     total = sum(counts.values())
     tensors = []
     for spec in signature.input_specs(net.obs_space, net.action_space, policy.state_size):
+        if spec.name not in policy.input_names:
+            continue
         kind, _, name = spec.name.partition("/")
         if kind == "features":
             tensors.append(torch.rand(counts[name], int(spec.shape[1])))
@@ -137,20 +140,29 @@ def export_onnx(agent: Agent, path: str | Path) -> Path:
 
 def export_bytes(agent: Agent) -> bytes:
     """``agent``'s policy as a serialized ONNX model, metadata included: the graph for one
-    observation, and the batched one in its metadata (:data:`signature.BATCHED_KEY`)."""
+    observation, and in its metadata the batched one (:data:`signature.BATCHED_KEY`) and the
+    one for the common observation (:data:`signature.UNPADDED_KEY`)."""
     import onnx
 
     net = rebuilt_net(agent)
     single = OneObservationPolicy(net)
+    unpadded = OneObservationPolicy(net, padded=False)
     batched = BatchedPolicy(net)
     state = single.state_size
+    outputs = signature.output_specs(agent.action_space, state)
     model = onnx.load_from_string(
         _traced(
             single,
             example_inputs(single),
             signature.input_specs(agent.obs_space, agent.action_space, state),
-            signature.output_specs(agent.action_space, state),
+            outputs,
         )
+    )
+    unpadded_model = _traced(
+        unpadded,
+        example_inputs(unpadded),
+        signature.unpadded_input_specs(agent.obs_space, agent.action_space, state),
+        outputs,
     )
     batched_model = _traced(
         batched,
@@ -166,6 +178,7 @@ def export_bytes(agent: Agent) -> bytes:
             {"id": agent.config.env.id, "kwargs": dict(agent.config.env.kwargs)}
         ),
         signature.BATCHED_KEY: base64.b64encode(batched_model).decode("ascii"),
+        signature.UNPADDED_KEY: base64.b64encode(unpadded_model).decode("ascii"),
     }
     if state is not None:
         metadata[signature.STATE_KEY] = signature.state_metadata(state)

@@ -138,8 +138,19 @@ class OnnxPolicy:
         """The direct path of single decisions (:mod:`entityrl.inference.single`): for every
         policy but a stacked one (stacking works on batches) whose actions are all of the
         built-in kinds. Set it to None to decide single observations through the batcher."""
+        self.unpadded_session: Any = None
+        """The session of the model for the common observation (:data:`signature.UNPADDED_KEY`),
+        which :attr:`single` decides the observations it applies to with; None where the file
+        has none (exported by an earlier entityrl) or there is no :attr:`single`."""
         if self.stack is None and applies(self.action_space):
-            self.single = SingleObservation(self.obs_space, self.action_space, self.input_names)
+            unpadded = None
+            encoded = meta.get(signature.UNPADDED_KEY)
+            if encoded is not None:
+                self.unpadded_session = self._session(base64.b64decode(encoded))
+                unpadded = {i.name for i in self.unpadded_session.get_inputs()}
+            self.single = SingleObservation(
+                self.obs_space, self.action_space, self.input_names, unpadded
+            )
         self.state: npt.NDArray[np.float32] | None = None
         """With memory: per episode of the last call, the state to continue it from (None:
         every episode starts afresh)."""
@@ -325,7 +336,8 @@ class OnnxPolicy:
             carried = self.state is not None and not fresh
             state = self.state[0] if carried else np.zeros(size, np.float32)  # type: ignore[index]
             prepared.feeds[signature.STATE] = state
-        values = self.session.run(self.output_names, prepared.feeds)
+        session = self.session if prepared.padded else self.unpadded_session
+        values = session.run(self.output_names, prepared.feeds)
         outputs = dict(zip(self.output_names, values, strict=True))
         if size is not None:
             self.state = outputs[signature.NEXT_STATE].reshape(1, size)

@@ -141,6 +141,14 @@ ENTITY_ROWS = "entity_rows"
 BATCHED_KEY = "entityrl.batched"
 """The batched model (see above), serialized and base64-encoded."""
 
+UNPADDED_KEY = "entityrl.unpadded"
+"""The one-observation model again, serialized and base64-encoded, for the common observation
+only: every entity visible, at least one entity, and candidates for every select-entity
+action offered or not. Its inputs are those above but ``visible`` (:func:`unpadded_input_specs`),
+its outputs the same. It runs in fewer nodes (no padding entity, attention bias or guard
+against an empty softmax), so a consumer that decides one observation at a time runs it
+where the observation allows, and the model above elsewhere."""
+
 STACK_KEY = "entityrl.stack"
 """Present only in models of stacked runs (``env.stack``): see :func:`stack_metadata`."""
 
@@ -275,6 +283,14 @@ class TensorSpec:
     name: str
     dtype: str
     shape: tuple[int | str, ...]
+
+
+def unpadded_input_specs(
+    obs_space: ObsSpace, action_space: Mapping[str, ActionSpace], state: int | None = None
+) -> list[TensorSpec]:
+    """The inputs of the model under :data:`UNPADDED_KEY`: :func:`input_specs` but ``visible``
+    (every entity is)."""
+    return [spec for spec in input_specs(obs_space, action_space, state) if spec.name != VISIBLE]
 
 
 def input_specs(

@@ -79,11 +79,13 @@ class _Action:
 @dataclass
 class Prepared:
     """One observation's model inputs, and per action how many actors (1 or 0 for a global
-    action: offered or not) and candidates it has."""
+    action: offered or not) and candidates it has; ``padded``: the inputs are the
+    one-observation model's, else the unpadded model's (see :attr:`SingleObservation.unpadded`)."""
 
     feeds: dict[str, Array]
     actors: dict[str, int]
     candidates: dict[str, int]
+    padded: bool = True
 
 
 def applies(action_space: Mapping[str, ActionSpace]) -> bool:
@@ -98,10 +100,19 @@ def applies(action_space: Mapping[str, ActionSpace]) -> bool:
 class SingleObservation:
     """Converts one observation of ``obs_space`` to the model's inputs (those named in
     ``wanted``: the model may not take every input of the format) and the model's outputs
-    back to actions (see the module's docstring)."""
+    back to actions (see the module's docstring).
+
+    ``unpadded``: the inputs of the model for the common observation
+    (:data:`signature.UNPADDED_KEY`), if there is one; the observations it applies to are
+    prepared for it (:attr:`Prepared.padded` False), the others for the one-observation
+    model."""
 
     def __init__(
-        self, obs_space: ObsSpace, action_space: Mapping[str, ActionSpace], wanted: set[str]
+        self,
+        obs_space: ObsSpace,
+        action_space: Mapping[str, ActionSpace],
+        wanted: set[str],
+        unpadded: set[str] | None = None,
     ) -> None:
         self.type_names = list(obs_space.entities)
         self.type_column = {name: t for t, name in enumerate(self.type_names)}
@@ -114,6 +125,11 @@ class SingleObservation:
         # The model may have dropped inputs its graph does not read: then only the others.
         every = {spec.name for spec in signature.input_specs(obs_space, action_space)}
         self.wanted = None if every <= wanted else wanted
+        self.unpadded = unpadded
+        """The unpadded model's inputs (None: prepare every observation for the
+        one-observation model)."""
+        every.discard(signature.VISIBLE)
+        self.unpadded_wanted = None if unpadded is None or every <= unpadded else unpadded
         self.actions: list[_Action] = []
         for name, space in action_space.items():
             kind = kind_of(space)
@@ -196,6 +212,13 @@ class SingleObservation:
             # Fed as it is, one row of the model's (rows, height, width, channels).
             feeds[input_name] = checked_image(name, obs.images.get(name), image)[None]
         entities = _Entities(self, obs, counts, total)
+        # The unpadded model takes at least one entity, all visible, and candidates for every
+        # select-entity action (cleared below where one has none).
+        unpadded = (
+            self.unpadded is not None
+            and total > 0
+            and (flags is None or bool(feeds[signature.VISIBLE].all()))
+        )
         actors: dict[str, int] = {}
         candidates: dict[str, int] = {}
         specs = obs.actions
@@ -228,6 +251,7 @@ class SingleObservation:
                 else:  # candidates matter only to actors
                     among = self._range(0, 0)
                 candidates[action.name] = width = among.shape[0]
+                unpadded = unpadded and width > 0
                 feeds[action.actees_input] = among
                 if mask is None:
                     legal = self._all((count, width))
@@ -238,9 +262,13 @@ class SingleObservation:
             else:
                 legal = _choice_rows(mask, count, action.width)
             feeds[action.mask_input] = legal
-        if self.wanted is not None:
-            feeds = {name: value for name, value in feeds.items() if name in self.wanted}
-        return Prepared(feeds, actors, candidates)
+        wanted = self.wanted
+        if unpadded:
+            del feeds[signature.VISIBLE]
+            wanted = self.unpadded_wanted
+        if wanted is not None:
+            feeds = {name: value for name, value in feeds.items() if name in wanted}
+        return Prepared(feeds, actors, candidates, not unpadded)
 
     def _all(self, shape: tuple[int, ...]) -> Array:
         """All True of ``shape``, made once (read-only: the caller must not write to it)."""

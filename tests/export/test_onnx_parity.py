@@ -3,9 +3,11 @@ random observations with 0 to many entities per type, and every network option t
 
 from __future__ import annotations
 
+import base64
 import functools
 from pathlib import Path
 
+import onnx
 import pytest
 import torch
 from env.strategies import observations, spaces
@@ -29,7 +31,7 @@ from entityrl.env import (
 from entityrl.env.actions import kind_of, kinds
 from entityrl.envs import REGISTRY, make, make_vec
 from entityrl.export import export_bytes
-from entityrl.inference import OnnxPolicy
+from entityrl.inference import OnnxPolicy, signature
 from entityrl.inference.signature import EXPORTED_SPACES
 from entityrl.nn.embedding import TranslationConfig
 from entityrl.nn.relpos import RelposConfig
@@ -118,6 +120,40 @@ NET_OPTIONS = [
     {"pooling": "meanmax"},
     {"separate_value": True},
 ]
+
+
+UNPADDED_CASES = [
+    *(("CherryPick", options) for options in NET_OPTIONS),
+    ("TreasureHunt", {"relpos": RelposConfig(["x_pos", "y_pos"], extent=[2, 2])}),
+]
+
+
+@pytest.mark.parametrize(("name", "options"), UNPADDED_CASES)
+def test_the_unpadded_model_takes_the_common_observations_and_decides_as_torch(
+    name: str, options: dict
+) -> None:
+    """The model for the common observation (every entity visible, at least one, candidates
+    for every select-entity action) takes the one-observation model's inputs but ``visible``,
+    in standard ONNX, and decides the observations it takes as torch does: each network
+    option, on an environment's observations (which it takes all)."""
+    env = make(name)
+    agent = untrained_agent(env.obs_space(), env.action_space(), **options)
+    encoded = export_bytes(agent)
+    model = onnx.load_from_string(encoded)
+    props = {p.key: p.value for p in model.metadata_props}
+    unpadded = onnx.load_from_string(base64.b64decode(props[signature.UNPADDED_KEY]))
+    inputs = [i.name for i in model.graph.input if i.name != signature.VISIBLE]
+    assert [i.name for i in unpadded.graph.input] == inputs
+    assert {opset.domain for opset in unpadded.opset_import} <= {"", "ai.onnx"}
+    policy = OnnxPolicy(encoded)
+    assert policy.single is not None
+    found = []
+    for seed in range(3):
+        env.seed(seed)
+        obs = env.reset()
+        assert not policy.single.prepare(obs).padded
+        found.append(obs)
+    assert_same_decisions(agent, policy, found)
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 
 import numpy as np
+import onnx
 import pytest
 from env.strategies import observations, spaces
 from export.torch_reference import untrained_agent
@@ -269,3 +270,40 @@ def test_one_row_is_drawn_as_many_rows_are() -> None:
                 want = draw_rows(row[None], np.random.default_rng(seed))
                 np.testing.assert_array_equal(got, want)
                 assert got.dtype == want.dtype == np.int64
+
+
+def test_the_unpadded_model_takes_the_common_observations() -> None:
+    """Observations with an entity, every entity visible and candidates for every select-entity
+    action are prepared for the unpadded model (no ``visible`` input), the others for the
+    one-observation model; both kinds occur here, and each decides as the other path (the
+    batcher's, which runs the one-observation model) above."""
+    policy = OnnxPolicy(export_bytes(untrained_agent(*GAUSSIAN_SPACE)))
+    assert policy.single is not None and policy.unpadded_session is not None
+    kinds = set()
+    for obs in gaussian_observations():
+        prepared = policy.single.prepare(obs)
+        entities = sum(len(rows) for rows in obs.features.values())
+        hidden = any(not np.all(flags) for flags in obs.visible.values())
+        common = entities > 0 and not hidden and prepared.candidates["target"] > 0
+        assert prepared.padded is not common
+        assert (signature.VISIBLE in prepared.feeds) is prepared.padded
+        kinds.add(common)
+    assert kinds == {False, True}
+
+
+def test_a_file_without_the_unpadded_model_decides_with_the_padded_one() -> None:
+    """A policy exported before the unpadded model (no :data:`signature.UNPADDED_KEY`) decides
+    every observation with the one-observation model, as the unpadded one decides."""
+    model = onnx.load_from_string(exported("CherryPick")[2])
+    props = [p for p in model.metadata_props if p.key != signature.UNPADDED_KEY]
+    del model.metadata_props[:]
+    model.metadata_props.extend(props)
+    before = OnnxPolicy(model.SerializeToString(), seed=7)
+    now = OnnxPolicy(exported("CherryPick")[2], seed=7)
+    assert before.unpadded_session is None and before.single is not None
+    env = make("CherryPick")
+    env.seed(0)
+    obs = env.reset()
+    assert before.single.prepare(obs).padded and not now.single.prepare(obs).padded
+    assert_same_decision(before.decide(obs), now.decide(obs))
+    assert_same_actions(before.act(obs), now.act(obs))
