@@ -36,15 +36,9 @@ class OnPolicyAlgorithm(Algorithm):
         super().check(config)
         if not config.env.decisions.enabled:
             return
-        # V-trace's ratios run over every step; decisions skip steps. (A recurrent state runs
-        # over every step too: its steps without a decision stay in the replayed chunks and
-        # weigh nothing in the loss; see Rollout.sample_weights.)
-        if config.rollout.mode == "async":
-            raise ConfigError(
-                "env.decisions (agents deciding at their own times) does not support "
-                "rollout.mode=async yet: expected rollout.mode=sync, or env.decisions at its "
-                "defaults (every agent every step)"
-            )
+        # A recurrent state runs over every step: its steps without a decision stay in the
+        # replayed chunks and weigh nothing in the loss (Rollout.sample_weights). With
+        # rollout.mode=async, V-trace's ratios weigh the decisions (decision_gae).
         decisions, steps = config.env.decisions, config.rollout.steps
         longest = max([decisions.period, *decisions.periods.values()])
         # A decision whose period runs past the rollout's end is not learned from: with periods
@@ -64,11 +58,10 @@ class OnPolicyAlgorithm(Algorithm):
         """Where the rollouts come from."""
         ctx = self.ctx
         steps = ctx.config.rollout.steps
+        decisions = ctx.config.env.decisions.enabled
         if ctx.config.rollout.mode == "async":
-            return AsyncSampler(ctx.env, ctx.net, steps, ctx.rng, ctx.config.optim.bs)
-        return make_sampler(
-            ctx.env, ctx.net, steps, ctx.rng, ctx.generator, ctx.config.env.decisions.enabled
-        )
+            return AsyncSampler(ctx.env, ctx.net, steps, ctx.rng, ctx.config.optim.bs, decisions)
+        return make_sampler(ctx.env, ctx.net, steps, ctx.rng, ctx.generator, decisions)
 
     def begin(self, resumed: bool, pretrained: bool) -> None:
         if not resumed and not pretrained:

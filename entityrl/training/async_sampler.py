@@ -35,6 +35,19 @@ acting policy's probability (``async/truncated``: the fraction of rows cut at 1;
 holds the estimate (``Rollout.ratios``), used by any algorithm that calls
 ``Rollout.estimate_advantages``; PPO needed no change.
 
+Memory (``net.memory``). Each worker carries its environments' recurrent states across
+rollouts: the final states come back with a rollout, and the request for the next leaves
+right after, with them (as in sync mode). The rollout stores the state the acting policy
+acted from at every step; the learner's evaluation replays each environment's whole rollout
+as one sequence from the state stored at its first step, reset after every step that ended an
+episode (as the update replays its chunks: :meth:`Rollout.sequences`), in batches of whole
+environments, and values the observation after the last step from the states its replay ends
+in. With unchanged parameters it gives exactly the acting policy's log-probabilities.
+
+Decisions (``env.decisions``). A row without a decision has no actors, so its ratio is 1;
+the advantages run over each row's decisions with the decisions' ratios
+(:func:`~entityrl.algorithms.common.gae.decision_gae`).
+
 Checkpoints are written between iterations, when no rollout is in flight. The one received
 after the last update is not in the checkpoint: a resumed run continues the environments from
 where that rollout left them and collects its next rollout afresh, so it is not
@@ -54,6 +67,7 @@ from entityrl.algorithms.common.rollout import Rollout
 from entityrl.env.multiplayer import MultiPlayerEnvironment
 from entityrl.env.process_vec_env import ProcessVecEnv
 from entityrl.env.vec_env import VecEnv
+from entityrl.nn.recurrent import fresh_episodes
 from entityrl.nn.rogue_net import RogueNet
 from entityrl.ragged import RaggedArray
 from entityrl.training.config import ConfigError, TrainConfig
@@ -81,8 +95,6 @@ def check_async(config: TrainConfig, algorithm: type) -> None:
         )
     elif config.world_size > 1:
         unsupported = f"world_size={config.world_size} (one training process only)"
-    elif config.net.memory:
-        unsupported = "net.memory (recurrent policies)"
     elif _is_multiplayer(config.env.id):
         unsupported = f"the multi-player game {config.env.id}"
     elif config.rollout.processes < 2:
@@ -112,13 +124,21 @@ class AsyncSampler(WorkerSampler):
     :meth:`collect` returns the rollout received after the previous update (the first time,
     one collected there and then) and sends the current parameters for the next;
     :meth:`after_update` (after the learner's update) takes that one in and prepares its
-    correction, evaluating it in batches of ``eval_rows`` rows.
+    correction, evaluating it in batches of ``eval_rows`` rows (with ``net.memory``, of as
+    many whole environments as fit in them, at least one). ``decisions``: as for
+    :class:`~entityrl.training.sampler.Sampler`.
     """
 
     env: ProcessVecEnv
 
     def __init__(
-        self, env: VecEnv, net: RogueNet, steps: int, rng: np.random.Generator, eval_rows: int
+        self,
+        env: VecEnv,
+        net: RogueNet,
+        steps: int,
+        rng: np.random.Generator,
+        eval_rows: int,
+        decisions: bool = False,
     ) -> None:
         if not isinstance(env, ProcessVecEnv):
             raise ConfigError(
@@ -130,7 +150,7 @@ class AsyncSampler(WorkerSampler):
                 "rollout.mode=async runs the policy in CPU worker processes; the network is "
                 f"on {net.device}: set device=cpu"
             )
-        super().__init__(env, net, steps, rng)
+        super().__init__(env, net, steps, rng, decisions)
         self.eval_rows = eval_rows
         self.version = 0
         """Updates the learner has made."""
@@ -173,7 +193,7 @@ class AsyncSampler(WorkerSampler):
         """Make ``rollout`` the learner's to learn from (see the module's docstring): its
         log-probabilities and values, and the truncated importance ratios of its rows; the
         metrics of the lag."""
-        logprobs, values = self._learner_view(rollout)
+        logprobs, values, next_values = self._learner_view(rollout)
         log_ratio = np.zeros(rollout.num_rows)
         for name, acted in rollout.logprobs.items():
             log_ratio += np.bincount(
@@ -184,6 +204,8 @@ class AsyncSampler(WorkerSampler):
         steps, envs = rollout.dones.shape
         rollout.ratios = np.minimum(np.exp(log_ratio), 1.0).astype(np.float32).reshape(steps, envs)
         rollout.logprobs, rollout.values = logprobs, values
+        if next_values is not None:
+            rollout.next_values = next_values
         return {
             "async/policy_lag": float(lag),
             "async/truncated": float(np.mean(log_ratio > 0)),
@@ -192,21 +214,53 @@ class AsyncSampler(WorkerSampler):
 
     def _learner_view(
         self, rollout: Rollout
-    ) -> tuple[dict[str, RaggedArray], npt.NDArray[np.float32]]:
+    ) -> tuple[dict[str, RaggedArray], npt.NDArray[np.float32], npt.NDArray[np.float32] | None]:
         """The learner's log-probabilities of ``rollout``'s actions (laid out like its own)
-        and its values of the rollout's rows."""
+        and its values of the rollout's rows; with net.memory also its values of the
+        observation after the last step, from the states its replay ends in (else None)."""
+        steps, envs = rollout.dones.shape
+        batches = self._batches(rollout)
         parts: dict[str, list[npt.NDArray[np.float32]]] = {name: [] for name in rollout.logprobs}
         values = np.empty(rollout.num_rows, dtype=np.float32)
+        final = None if rollout.states is None else torch.empty(envs, rollout.states.shape[1])
         with torch.inference_mode():
-            for start in range(0, rollout.num_rows, self.eval_rows):
-                rows = np.arange(start, min(start + self.eval_rows, rollout.num_rows))
+            for rows in batches:
                 actions = {name: a.take(rows) for name, a in rollout.actions.items()}
-                out = self.net.evaluate(rollout.obs.take(rows), actions)
+                sequences = rollout.sequences(rows, steps)
+                out = self.net.evaluate(rollout.obs.take(rows), actions, sequences)
                 values[rows] = out.values.numpy()
                 for name, head in out.heads.items():
                     parts[name].append(head.logprob.numpy())
-        logprobs = {
-            name: RaggedArray(np.concatenate(chunks).reshape(-1, 1), acted.lengths)
-            for (name, chunks), acted in zip(parts.items(), rollout.logprobs.values(), strict=True)
-        }
-        return logprobs, values
+                if final is not None and out.state is not None:
+                    # Each environment's last step closes its sequence of ``steps`` rows.
+                    last = rows[steps - 1 :: steps] % envs
+                    final[torch.from_numpy(last)] = out.state[steps - 1 :: steps]
+            next_values = (
+                None
+                if final is None
+                else self.net.values(rollout.next_obs, fresh_episodes(final, rollout.dones[-1]))
+            )
+        # The batches' rows in the rollout's order.
+        order = np.concatenate(batches)
+        back = np.argsort(order)
+        logprobs = {}
+        for (name, chunks), acted in zip(parts.items(), rollout.logprobs.values(), strict=True):
+            batched = RaggedArray(np.concatenate(chunks).reshape(-1, 1), acted.lengths[order])
+            logprobs[name] = batched.take(back)
+        return logprobs, values, None if next_values is None else next_values.numpy()
+
+    def _batches(self, rollout: Rollout) -> list[npt.NDArray[np.int64]]:
+        """The rows of ``rollout`` in batches of at most ``eval_rows``: consecutive rows, or
+        with stored states whole environments (:meth:`Rollout.environment_rows`; at least
+        one per batch)."""
+        if rollout.states is None:
+            return [
+                np.arange(start, min(start + self.eval_rows, rollout.num_rows))
+                for start in range(0, rollout.num_rows, self.eval_rows)
+            ]
+        steps, envs = rollout.dones.shape
+        per_batch = max(1, self.eval_rows // steps)
+        return [
+            rollout.environment_rows(np.arange(start, min(start + per_batch, envs)))
+            for start in range(0, envs, per_batch)
+        ]

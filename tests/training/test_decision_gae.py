@@ -26,9 +26,11 @@ def fold(
     dones: list[bool],
     next_decides: list[bool],
     values: npt.NDArray[np.float32] | None = None,
+    ratios: list[float] | None = None,
 ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32], npt.NDArray[np.bool_]]:
     """decision_gae over 6 steps of one or more rows (``decides`` per step): rewards 1..6,
-    values 10 and 20 at steps 0 and 3 unless given, 30 after the last step."""
+    values 10 and 20 at steps 0 and 3 unless given, 30 after the last step; ``ratios`` per
+    step (one row), or None."""
     deciding = np.array(decides, dtype=np.bool_).reshape(6, -1)
     envs = deciding.shape[1]
     values = (
@@ -45,6 +47,7 @@ def fold(
         np.array(next_decides, dtype=np.bool_),
         GAMMA,
         LAMBDA,
+        None if ratios is None else np.array(ratios, np.float32).reshape(6, envs),
     )
 
 
@@ -87,6 +90,39 @@ def test_staggered_rows_fold_independently() -> None:
     # reward of step 0 (before its first decision in the rollout) is nobody's.
     np.testing.assert_allclose(adv[1, 1], 9 + GAMMA * 21 - 11)
     np.testing.assert_allclose(adv[3, 0], 15 + GAMMA * 30 - 20)
+
+
+def test_the_ratios_of_the_decisions_weigh_their_errors_and_traces() -> None:
+    # V-trace over decisions: decision 3's ratio 0.8 weighs its error; decision 0's ratio 0.5
+    # weighs its error and the trace through it. Rows without a decision have ratio 1.
+    adv, ret, samples = fold([T, F, F, T, F, F], [F] * 6, [T], ratios=[0.5, 1, 1, 0.8, 1, 1])
+    delta3 = 15 + GAMMA * 30 - 20
+    delta0 = 6 + GAMMA * 20 - 10
+    adv3 = 0.8 * delta3
+    adv0 = 0.5 * (delta0 + GAMMA * LAMBDA * adv3)
+    np.testing.assert_allclose(adv[:, 0], [adv0, 0, 0, adv3, 0, 0], rtol=1e-6)
+    np.testing.assert_allclose(ret[[0, 3], 0], [10 + adv0, 20 + adv3], rtol=1e-6)
+    assert samples[:, 0].tolist() == [T, F, F, T, F, F]
+
+
+def test_with_ratios_one_decision_gae_is_what_it_is_without() -> None:
+    rng = np.random.default_rng(1)
+    steps, envs = 8, 5
+    args = (
+        rng.normal(size=(steps, envs)).astype(np.float32),
+        rng.normal(size=(steps, envs)).astype(np.float32),
+        rng.random((steps, envs)) < 0.2,
+        rng.random((steps, envs)) < 0.5,
+        rng.normal(size=envs).astype(np.float32),
+        rng.random(envs) < 0.5,
+        0.9,
+        0.8,
+    )
+    ones = np.ones((steps, envs), np.float32)
+    for with_ones, without in zip(decision_gae(*args, ones), decision_gae(*args), strict=True):
+        np.testing.assert_array_equal(with_ones, without)
+    lower = np.minimum(rng.uniform(0.2, 2.0, size=(steps, envs)), 1.0).astype(np.float32)
+    assert not np.allclose(decision_gae(*args, lower)[0], decision_gae(*args)[0], atol=1e-3)
 
 
 def test_deciding_every_step_is_plain_gae() -> None:
@@ -178,7 +214,6 @@ def test_with_memory_steps_without_a_decision_carry_the_state_and_weigh_nothing(
 @pytest.mark.parametrize(
     ("algo", "setting", "message"),
     [
-        ("ppo", "rollout.mode=async", "does not support rollout.mode=async yet"),
         ("dqn", "seed=0", "algo=dqn learns from single steps"),
         ("poca", "seed=0", "algo=poca does not support env.decisions"),
         ("ppo", "rollout.steps=1", r"expected rollout.steps >= 2, got 1"),

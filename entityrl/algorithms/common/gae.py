@@ -50,6 +50,7 @@ def decision_gae(
     next_decides: npt.NDArray[np.bool_],
     gamma: float,
     gae_lambda: float,
+    ratios: npt.NDArray[np.float32] | None = None,
 ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32], npt.NDArray[np.bool_]]:
     """GAE over each row's own decisions (see :mod:`entityrl.env.decisions`): advantages,
     returns and which steps are samples, each (steps, envs).
@@ -64,6 +65,11 @@ def decision_gae(
     or the row decides on the observation after the last step (``next_decides``; it is
     bootstrapped from ``next_values``); otherwise it is no sample, and its value bootstraps the
     decision before it, as ``next_values`` does in :func:`gae`.
+
+    ``ratios`` ((steps, envs), each in [0, 1]) as for :func:`gae` (V-trace), one per decision:
+    the ratio of a decision's row weighs its error and the trace through it (rows without a
+    decision have no actors, and their ratios weigh nothing). All ratios 1: exactly the
+    estimate without them.
     """
     steps = rewards.shape[0]
     advantages = np.zeros_like(rewards, dtype=np.float32)
@@ -86,6 +92,8 @@ def decision_gae(
         alive = 1.0 - ends.astype(np.float32)
         delta = period_reward + gamma * following * alive - values[t]
         advantage = delta + gamma * gae_lambda * alive * running
+        if ratios is not None:
+            advantage = ratios[t] * advantage
         samples[t] = decided & complete
         advantages[t] = np.where(samples[t], advantage, 0.0)
         # The decision before this one bootstraps from it; from an incomplete one only its

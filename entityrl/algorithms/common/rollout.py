@@ -110,6 +110,8 @@ class Rollout:
         # of the state it was cut off in, which GAE (stopping at the episode's end) would drop.
         steps, envs = self.dones.shape
         if self.decisions:
+            # A row without a decision has no actor: its ratio is 1, and only the decisions'
+            # ratios weigh anything.
             advantages, returns, self.samples = decision_gae(
                 rewards + gamma * self.bootstrap,
                 self.values.reshape(steps, envs),
@@ -119,6 +121,7 @@ class Rollout:
                 _acting([m.actors.lengths for m in self.next_obs.action_masks.values()]),
                 gamma,
                 gae_lambda,
+                self.ratios,
             )
             self.advantages, self.returns = advantages.reshape(-1), returns.reshape(-1)
             return
@@ -153,10 +156,22 @@ class Rollout:
                 return rng.permutation(self.num_rows)
             return rng.permutation(np.flatnonzero(learned))
         steps, envs = self.dones.shape
-        order = rng.permutation(steps // seq_len * envs)
-        chunk, env = np.divmod(order, envs)
-        step = chunk[:, None] * seq_len + np.arange(seq_len)
-        return (step * envs + env[:, None]).reshape(-1)
+        chunk, env = np.divmod(rng.permutation(steps // seq_len * envs), envs)
+        return _chunk_rows(chunk, env, seq_len, envs)
+
+    def environment_rows(self, envs: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """The rows of the environments ``envs``, each environment's whole rollout in step
+        order: chunks of all the rollout's steps, as :meth:`shuffled_rows` lays them out."""
+        steps, num_envs = self.dones.shape
+        return _chunk_rows(np.zeros_like(envs), envs, steps, num_envs)
+
+    def sequences(self, rows: npt.NDArray[np.int64], seq_len: int) -> Sequences | None:
+        """With stored states, how ``rows`` (whole chunks of ``seq_len`` steps, chunk-major,
+        from :meth:`shuffled_rows` or :meth:`environment_rows`) replay the policy's states;
+        None without."""
+        if self.states is None:
+            return None
+        return _sequences(rows, seq_len, self.states, self.dones)
 
     def sample_weights(self, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.float32] | None:
         """Per row of ``rows`` (from :meth:`shuffled_rows`), 1 for a sample and 0 for a row
@@ -190,9 +205,7 @@ class Rollout:
             values=torch.from_numpy(self.values[rows]),
             advantages=torch.from_numpy(advantages),
             returns=torch.from_numpy(self.returns[rows]),
-            sequences=(
-                None if self.states is None else _sequences(rows, seq_len, self.states, self.dones)
-            ),
+            sequences=self.sequences(rows, seq_len),
             weights=None if weights is None else torch.from_numpy(weights),
         )
 
@@ -200,6 +213,15 @@ class Rollout:
 def _acting(actor_counts: list[npt.NDArray[np.int64]]) -> npt.NDArray[np.bool_]:
     """Per row, whether it has an actor, from each action's actors per row."""
     return np.sum(actor_counts, axis=0) > 0
+
+
+def _chunk_rows(
+    chunk: npt.NDArray[np.int64], env: npt.NDArray[np.int64], seq_len: int, envs: int
+) -> npt.NDArray[np.int64]:
+    """The rows of chunks of ``seq_len`` steps (chunk ``chunk[i]`` of environment ``env[i]``,
+    of ``envs``), chunk-major, each chunk's in step order."""
+    step = chunk[:, None] * seq_len + np.arange(seq_len)
+    return (step * envs + env[:, None]).reshape(-1)
 
 
 def _sequences(
