@@ -115,7 +115,7 @@ def ppo_terms(out: PolicyOutput, batch: Minibatch, cfg: PPOConfig) -> PPOTerms:
         entropy = entropy + entropies.sum()
         with torch.no_grad():
             # Low-variance KL estimator: E[(r - 1) - log r] (Schulman, "Approximating KL").
-            kl, clips = (ratio - 1) - logratio, ((ratio - 1).abs() > c).to(ratio.dtype)
+            kl, clips = (ratio - 1) - logratio, (ratio - 1).abs() > c
             if weight is not None:
                 kl, clips = kl * weight, clips * weight
             approx_kl = approx_kl + kl.sum()
