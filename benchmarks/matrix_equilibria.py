@@ -13,7 +13,9 @@ usage: python benchmarks/matrix_equilibria.py [--seeds 1 2 3] [--games 6] [--poo
        [--write]
 
 With ``selfplay.average_rate`` the saved agent is the average and the last iterate's NashConv is
-printed beside it; ``--screen-average`` scores averages at other rates kept beside each run.
+printed beside it; with ``selfplay.opponent_mix=nash`` (``--set selfplay.mode=pool ...``), the
+NashConv of the pool's Nash mixture; ``--screen-average`` scores averages at other rates kept
+beside each run.
 """
 
 from __future__ import annotations
@@ -34,10 +36,16 @@ from _peer import machine
 from results import replace_section
 
 from entityrl.algorithms.self_play.average import ParameterAverage
+from entityrl.algorithms.self_play.meta_game import saved_mixture
 from entityrl.training import Callback, Trainer, load_agent, load_config, train
 from entityrl.training.agent import make_eval_env
 from entityrl.training.checkpoint import load_checkpoint
-from entityrl.training.matrix_games import NashConv, equilibrium_suite, matrix_game_nash_conv
+from entityrl.training.matrix_games import (
+    NashConv,
+    equilibrium_suite,
+    matrix_game_nash_conv,
+    mixture_nash_conv,
+)
 
 QUIET = ["log.tensorboard=false", "log.progress=false", "torch_threads=1"]
 TARGET = 0.02
@@ -84,6 +92,14 @@ def trained_nash_conv(
             print(
                 f"  agent {result.total:.4f}; "
                 + ", ".join(f"{k} {v:.4f}" for k, v in values.items()),
+                flush=True,
+            )
+        nets, weights = saved_mixture(agent.net, load_checkpoint(run_dir))
+        if nets:  # selfplay.opponent_mix=nash
+            mixed = mixture_nash_conv(nets, weights, env, env_id)
+            print(
+                f"  agent {result.total:.4f}; the pool's Nash mixture ({len(nets)} snapshots) "
+                f"{mixed.total:.4f}",
                 flush=True,
             )
         return result, seconds

@@ -4,13 +4,18 @@ Per game and seed: ``entityrl train openspiel:<game>`` with the shipped config (
 ``--config``, plus ``--set`` overrides such as ``algo=...``), the exploitability of the
 learner's policy (OpenSpiel's exact best responses, :func:`entityrl.interop.openspiel.
 exploitability`) every ``--every`` steps, with the training's wall time (measurement time left
-out). In the same run, the reference: OpenSpiel's own CFR+ (tabular, full tree traversals),
+out). With ``selfplay.opponent_mix=nash``, also the exploitability of the pool's Nash mixture
+(one snapshot drawn per game with the meta-game's weights, :func:`entityrl.interop.openspiel.
+mixture_exploitability`: what policy-space response oracles output) and the steps of the
+meta-game's games (outside the run's steps, inside its training time). In the same run, the
+reference: OpenSpiel's own CFR+ (tabular, full tree traversals),
 its exploitability after as many iterations as fit in comparable wall time.
 
 Targets (issue #36): Kuhn <= 0.02, Leduc <= 0.3.
 
 usage: python benchmarks/openspiel_poker.py [--games kuhn_poker leduc_poker] [--seeds 1 2 3]
        [--steps N] [--every N] [--config PATH] [--set KEY=VALUE ...] [--threads 1] [--write]
+       [--no-cfr] [--section TITLE]
 """
 
 from __future__ import annotations
@@ -34,11 +39,14 @@ from _peer import machine
 from matrix_equilibria import ScreenAverages
 from results import replace_section
 
-from entityrl.interop.openspiel import exploitability
+from entityrl.algorithms.self_play.meta_game import mixture_members
+from entityrl.interop.openspiel import exploitability, mixture_exploitability
 from entityrl.training import Callback, Trainer, load_config, train
 
 QUIET = ["log.tensorboard=false", "log.progress=false"]
 CFR_ITERATIONS = (1, 3, 10, 30, 100, 300, 1000)
+SECTION = "OpenSpiel poker: self-play scored by exact exploitability"
+NASH_MIXTURE = "pool's Nash mixture"
 TARGETS = {"kuhn_poker": 0.02, "leduc_poker": 0.3}
 
 
@@ -56,6 +64,7 @@ class ExploitabilityCurve(Callback):
         self.points: list[tuple[int, float, float]] = []
         self.screened = ScreenAverages(list(screen))
         self.averages: list[dict[str, float]] = []  # per point: label -> exploitability
+        self.meta_steps = 0  # the meta-game's steps (selfplay.opponent_mix=nash)
 
     def on_iteration(self, trainer: Trainer, metrics: dict[str, float]) -> None:
         self.screened.on_iteration(trainer, metrics)
@@ -69,10 +78,20 @@ class ExploitabilityCurve(Callback):
         if own is not None:
             nets[f"average {own.rate}"] = own.net
         self.averages.append({k: exploitability(net, self.game) for k, net in nets.items()})
+        if getattr(trainer.algorithm, "meta_game", None) is not None:
+            self.averages[-1][NASH_MIXTURE] = self.nash_mixture(trainer)
+            self.meta_steps = trainer.algorithm.meta_game.steps
         self.measuring += time.perf_counter() - began
         self.next += self.every
         extra = "".join(f", {k} {v:.4f}" for k, v in self.averages[-1].items())
         print(f"  step {trainer.step:,}: exploitability {value:.4f}{extra}", flush=True)
+
+    def nash_mixture(self, trainer: Trainer) -> float:
+        """The exploitability of the pool's snapshots drawn with its Nash mixture's weights (those
+        above 1e-4)."""
+        pool = trainer.algorithm.pool
+        nets, weights = mixture_members(trainer.net, pool.snapshots, pool.mixture)
+        return mixture_exploitability(nets, weights, self.game)
 
 
 def interval(values: list[float]) -> str:
@@ -86,10 +105,10 @@ def interval(values: list[float]) -> str:
 
 def self_play(
     game: str, args: argparse.Namespace, tmp: str
-) -> tuple[list[list[tuple[int, float, float]]], list[list[dict[str, float]]]]:
-    """Per seed, the exploitability curve of one training run, and its averages' (one dict a
-    point)."""
-    curves, averages = [], []
+) -> tuple[list[list[tuple[int, float, float]]], list[list[dict[str, float]]], list[int]]:
+    """Per seed, the exploitability curve of one training run, its averages' (one dict a
+    point), and its meta-game's steps."""
+    curves, averages, meta_steps = [], [], []
     for seed in args.seeds:
         print(f"{game}, seed {seed}", flush=True)
         curve = ExploitabilityCurve(game, args.every, tuple(args.screen_average))
@@ -100,7 +119,8 @@ def self_play(
         train(f"openspiel:{game}", config=args.config, overrides=overrides, callbacks=[curve])
         curves.append(curve.points)
         averages.append(curve.averages)
-    return curves, averages
+        meta_steps.append(curve.meta_steps)
+    return curves, averages, meta_steps
 
 
 def cfr_reference(game: str) -> list[tuple[int, float, float]]:
@@ -120,8 +140,8 @@ def cfr_reference(game: str) -> list[tuple[int, float, float]]:
 
 
 def report(game: str, args: argparse.Namespace, tmp: str) -> str:
-    curves, averages = self_play(game, args, tmp)
-    reference = cfr_reference(game)
+    curves, averages, meta_steps = self_play(game, args, tmp)
+    reference = [] if args.no_cfr else cfr_reference(game)
     config = load_config(f"openspiel:{game}" if args.config is None else args.config, args.set)
     lines = [
         f"### {game}",
@@ -157,10 +177,32 @@ def report(game: str, args: argparse.Namespace, tmp: str) -> str:
             + "."
             for label in (averages[0][-1] if averages[0] else {})
         ),
-        "",
-        "Reference, OpenSpiel CFR+ in the same run (iterations: exploitability, seconds): "
-        + "; ".join(f"{n}: {v:.4f} ({s:.1f} s)" for n, s, v in reference)
-        + ".",
+        *(
+            [
+                f"Curve of the {NASH_MIXTURE} (per point, seeds in order): "
+                + "; ".join(
+                    f"{point[0]:,}: "
+                    + " / ".join(f"{a[i][NASH_MIXTURE]:.4f}" for a in averages if i < len(a))
+                    for i, point in enumerate(curves[0])
+                )
+                + ".",
+                "The meta-game's games took "
+                + ", ".join(f"{n:,}" for n in meta_steps)
+                + " steps (per seed; not counted in the run's steps, inside its training time).",
+            ]
+            if any(meta_steps)
+            else []
+        ),
+        *(
+            [
+                "",
+                "Reference, OpenSpiel CFR+ in the same run (iterations: exploitability, seconds): "
+                + "; ".join(f"{n}: {v:.4f} ({s:.1f} s)" for n, s, v in reference)
+                + ".",
+            ]
+            if reference
+            else []
+        ),
     ]
     return "\n".join(lines)
 
@@ -182,6 +224,10 @@ def main() -> None:
         help="also score Polyak averages of the parameters at these rates (kept beside the run)",
     )
     parser.add_argument("--write", action="store_true", help="update benchmarks/RESULTS.md")
+    parser.add_argument(
+        "--no-cfr", action="store_true", help="leave out the CFR+ reference (Leduc's takes ~4 min)"
+    )
+    parser.add_argument("--section", default=SECTION, help="the RESULTS.md section --write sets")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
@@ -199,7 +245,7 @@ def main() -> None:
     )
     print(body)
     if args.write:
-        replace_section("OpenSpiel poker: self-play scored by exact exploitability", body)
+        replace_section(args.section, body)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ loss it learns from them. One :meth:`Algorithm.iterate` call is one iteration of
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, TypeVar
 
@@ -52,6 +52,10 @@ class Context:
     """Action sampling of this process (on the network's device)."""
     reducer: Reducer
     """Combines what the processes of a data-parallel run compute."""
+    make_env: Callable[[int, int], VecEnv] | None = None
+    """More environments of the run's game, stepping in this process, apart from the
+    training's: ``make_env(num_envs, seed_offset)`` (seeded ``config.seed + seed_offset + i``).
+    None where the loop gives none."""
 
     @property
     def combine(self) -> Combine | None:

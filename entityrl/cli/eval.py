@@ -38,6 +38,7 @@ APPROXIMATE_HINT = (
 
 if TYPE_CHECKING:
     from entityrl.env import VecEnv
+    from entityrl.nn.rogue_net import RogueNet
     from entityrl.training.agent import Agent
 
 
@@ -305,7 +306,7 @@ def report_exploitability(agent: Agent, args: argparse.Namespace) -> int:
         return report_approximate(agent, args)
     env_id = agent.config.env.id
     if env_id.startswith("openspiel:"):
-        from entityrl.interop.openspiel import exploitability
+        from entityrl.interop.openspiel import exploitability, mixture_exploitability
 
         # Its refusals of a game too large or of simultaneous moves point to --approximate.
         half = exploitability(agent, env_id, **agent.config.env.kwargs)
@@ -313,10 +314,18 @@ def report_exploitability(agent: Agent, args: argparse.Namespace) -> int:
             f"{env_id} agent trained {agent.step:,} steps ({agent.path}): exploitability "
             f"(NashConv/2, OpenSpiel's exact best responses) {half:.4f}; NashConv {2 * half:.4f}"
         )
+        nets, weights = pool_mixture(agent)
+        if nets:  # selfplay.opponent_mix=nash: what policy-space response oracles output
+            mixed = mixture_exploitability(nets, weights, env_id, **agent.config.env.kwargs)
+            print(f"{mixture_label(nets)}: exploitability {mixed:.4f}; NashConv {2 * mixed:.4f}")
         return 0
     from entityrl.env.multiplayer_vec import MultiPlayerVecEnv
     from entityrl.training.agent import make_eval_env
-    from entityrl.training.matrix_games import NotAMatrixGameError, matrix_game_nash_conv
+    from entityrl.training.matrix_games import (
+        NotAMatrixGameError,
+        matrix_game_nash_conv,
+        mixture_nash_conv,
+    )
 
     with make_eval_env(agent, 1, args.seed) as env:
         try:
@@ -325,12 +334,30 @@ def report_exploitability(agent: Agent, args: argparse.Namespace) -> int:
             if not isinstance(env, MultiPlayerVecEnv) or len(env.players) != 2:
                 raise
             raise ValueError(f"{err}; {APPROXIMATE_HINT}") from None
-    print(
-        f"{env_id} agent trained {agent.step:,} steps ({agent.path}): NashConv "
-        f"{result.total:.4f} (row player's best response gains {result.row_gain:.4f}, column "
-        f"player's {result.column_gain:.4f}); NashConv/2 {result.half:.4f}"
-    )
+        print(
+            f"{env_id} agent trained {agent.step:,} steps ({agent.path}): NashConv "
+            f"{result.total:.4f} (row player's best response gains {result.row_gain:.4f}, "
+            f"column player's {result.column_gain:.4f}); NashConv/2 {result.half:.4f}"
+        )
+        nets, weights = pool_mixture(agent)
+        if nets:
+            mixed = mixture_nash_conv(nets, weights, env, env_id)
+            print(f"{mixture_label(nets)}: NashConv {mixed.total:.4f}; NashConv/2 {mixed.half:.4f}")
     return 0
+
+
+def pool_mixture(agent: Agent) -> tuple[list[RogueNet], list[float]]:
+    """The pool's Nash mixture of a self-play run with selfplay.opponent_mix=nash (none for
+    other runs): its snapshots as networks and their weights."""
+    from entityrl.algorithms.self_play.meta_game import saved_mixture
+    from entityrl.training.checkpoint import load_checkpoint
+
+    assert agent.path is not None, "a loaded agent has its checkpoint"
+    return saved_mixture(agent.net, load_checkpoint(agent.path))
+
+
+def mixture_label(nets: list[RogueNet]) -> str:
+    return f"the pool's Nash mixture ({len(nets)} snapshots, one drawn per game)"
 
 
 def report_approximate(agent: Agent, args: argparse.Namespace) -> int:

@@ -22,7 +22,10 @@ neither tensor are refused (:class:`UnsupportedGameError`, one line naming what 
 :func:`exploitability` scores a trained policy on a small two-player zero-sum turn-based game
 with OpenSpiel's own best responses: the policy's probabilities at every information state,
 computed in one batch from the tensors the environment gives, form an OpenSpiel
-``TabularPolicy``. A game of more than :data:`MAX_HISTORIES` histories is refused
+``TabularPolicy``; :func:`mixture_exploitability` scores a mixture of policies (one drawn per
+game, as a pool's Nash mixture plays) through OpenSpiel's ``PolicyAggregator``, which weighs
+each policy's choices at an information state by how likely that policy was to reach it. A
+game of more than :data:`MAX_HISTORIES` histories is refused
 (:class:`GameTooLargeError`), pointing to the approximate best response
 (:mod:`entityrl.training.best_response`, ``entityrl eval RUN --exploitability --approximate``).
 
@@ -33,7 +36,7 @@ parameters are keyword arguments (``env.kwargs`` in a config: ``{players: 3}``).
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +45,7 @@ import pyspiel
 import torch
 from open_spiel.python import policy as openspiel_policy
 from open_spiel.python.algorithms import exploitability as openspiel_exploitability
+from open_spiel.python.algorithms.policy_aggregator import PolicyAggregator
 
 from entityrl.env import (
     Batcher,
@@ -331,3 +335,30 @@ def exploitability(
         policy = load_agent(policy)
     net = policy.net if isinstance(policy, Agent) else policy
     return float(openspiel_exploitability.exploitability(loaded, policy_table(net, loaded)))
+
+
+def mixture_exploitability(
+    nets: Sequence[RogueNet],
+    weights: Sequence[float],
+    game: str | pyspiel.Game,
+    **params: Any,
+) -> float:
+    """:func:`exploitability` of the mixture that draws ``nets[i]`` with probability
+    ``weights[i]`` for a whole game (in both seats), as one behaviour policy: at each
+    information state, the nets' probabilities weighed by ``weights`` times the chance that
+    each net's own choices lead there."""
+    mixture = np.asarray(weights, dtype=np.float64)
+    if len(nets) != len(mixture) or not len(nets) or (mixture < 0).any() or mixture.sum() <= 0:
+        raise ValueError(
+            "mixture_exploitability: expected one non-negative weight per policy (some "
+            f"positive), got {len(mixture)} weights {mixture.tolist()} for {len(nets)} policies"
+        )
+    loaded = load_game(game, **params)
+    check_exact(loaded)
+    tables = [policy_table(net, loaded) for net in nets]
+    players = list(range(loaded.num_players()))
+    weights_list = (mixture / mixture.sum()).tolist()
+    mixed = PolicyAggregator(loaded).aggregate(
+        players, [tables for _ in players], [weights_list for _ in players]
+    )
+    return float(openspiel_exploitability.exploitability(loaded, mixed))

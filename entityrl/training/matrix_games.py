@@ -8,6 +8,7 @@ column player picks ``j``; the column player wins ``-payoff[i, j]``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -193,6 +194,14 @@ def matrix_game_nash_conv(net: RogueNet, env: VecEnv, name: str) -> NashConv:
     ``env`` (a batch of :class:`~entityrl.envs.matrix_game.MatrixGame`, ``name`` in messages)
     plays; a :class:`NotAMatrixGameError` for any other game, whose exploitability is not
     computable exactly."""
+    return mixture_nash_conv([net], [1.0], env, name)
+
+
+def mixture_nash_conv(
+    nets: Sequence[RogueNet], weights: Sequence[float], env: VecEnv, name: str
+) -> NashConv:
+    """:func:`matrix_game_nash_conv` of the mixture that plays ``nets[i]`` with probability
+    ``weights[i]`` (normalized): in a one-shot game, the weighted sum of their strategies."""
     games = getattr(env, "games", None)
     payoff = getattr(games[0], "payoff", None) if games else None
     action = getattr(games[0], "action", None) if games else None
@@ -202,7 +211,20 @@ def matrix_game_nash_conv(net: RogueNet, env: VecEnv, name: str) -> NashConv:
             f"RockPaperScissorsDuel) and small OpenSpiel games (openspiel:NAME); {name} is "
             "neither"
         )
+    mixture = np.asarray(weights, dtype=np.float64)
+    if mixture.shape != (len(nets),) or not len(nets) or (mixture < 0).any() or mixture.sum() <= 0:
+        raise ValueError(
+            "mixture_nash_conv: expected one non-negative weight per policy (some positive), "
+            f"got {mixture.tolist()} for {len(nets)} policies"
+        )
+    mixture = mixture / mixture.sum()
     obs = env.reset()  # rows game by game, each game's row player first
-    row = choice_probabilities(net, obs.take(np.array([0])), action)[: payoff.shape[0]]
-    column = choice_probabilities(net, obs.take(np.array([1])), action)[: payoff.shape[1]]
+    row = sum(
+        w * choice_probabilities(net, obs.take(np.array([0])), action)[: payoff.shape[0]]
+        for net, w in zip(nets, mixture, strict=True)
+    )
+    column = sum(
+        w * choice_probabilities(net, obs.take(np.array([1])), action)[: payoff.shape[1]]
+        for net, w in zip(nets, mixture, strict=True)
+    )
     return nash_conv(row, column, payoff)

@@ -8,7 +8,6 @@ run with evaluation trains exactly as one without.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import TYPE_CHECKING
 
 from entityrl.nn.rogue_net import RogueNet
@@ -29,14 +28,10 @@ class PeriodicEvaluator:
     every ``eval.interval`` steps)."""
 
     def __init__(self, config: TrainConfig, env: EnvSource | None) -> None:
-        from entityrl.training.runner import make_env
+        from entityrl.training.runner import make_local_env
 
         self.config = config
-        # Evaluation plays in this process, whatever the training's worker processes.
-        serial = dataclasses.replace(
-            config, rollout=dataclasses.replace(config.rollout, processes=1, backend="local")
-        )
-        self.env: VecEnv = make_env(serial, env, config.eval.num_envs, seed_offset=SEED_OFFSET)
+        self.env: VecEnv = make_local_env(config, env, config.eval.num_envs, SEED_OFFSET)
         self.best = float("-inf")
         self.evaluations = 0
 

@@ -18,7 +18,8 @@ import signal
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -111,6 +112,15 @@ def make_env(
         ray_address=config.rollout.ray_address,
         decisions=config.env.decisions,
     )
+
+
+def make_local_env(
+    config: TrainConfig, env: EnvSource | None, num_envs: int, seed_offset: int
+) -> VecEnv:
+    """Environments of the config's game (or of a custom one) stepping in this process,
+    whatever the training's worker processes (for evaluation beside the training)."""
+    serial = replace(config, rollout=replace(config.rollout, processes=1, backend="local"))
+    return make_env(serial, env, num_envs, seed_offset)
 
 
 def default_run_dir(config: TrainConfig) -> Path:
@@ -221,7 +231,14 @@ class Trainer:
             self.generator.manual_seed(int(self.rng.integers(2**63)))
             self.optimizer = adam(self.net, config.optim)
             context = Context(
-                config, self.env, self.net, self.optimizer, self.rng, self.generator, self.reducer
+                config,
+                self.env,
+                self.net,
+                self.optimizer,
+                self.rng,
+                self.generator,
+                self.reducer,
+                partial(make_local_env, config, env),
             )
             self.algorithm = algorithm(context)
         except BaseException:

@@ -15,6 +15,7 @@ from open_spiel.python.algorithms import cfr
 from open_spiel.python.algorithms import exploitability as openspiel_exploitability
 
 from entityrl.algorithms.common.optimizer import OptimConfig, adam
+from entityrl.algorithms.self_play.meta_game import saved_mixture
 from entityrl.cli.main import main
 from entityrl.env import Batcher, GlobalCategoricalAction, RandomPolicy
 from entityrl.envs import make_vec
@@ -24,10 +25,12 @@ from entityrl.interop.openspiel import (
     OpenSpielGame,
     UnsupportedGameError,
     exploitability,
+    mixture_exploitability,
     policy_table,
 )
 from entityrl.nn.rogue_net import RogueNet, RogueNetConfig
-from entityrl.training import train
+from entityrl.training import load_agent, train
+from entityrl.training.checkpoint import load_checkpoint
 
 
 def net_for(game: str, seed: int = 0) -> RogueNet:
@@ -192,6 +195,24 @@ def test_a_policy_fitted_to_an_equilibrium_is_not_exploitable() -> None:
     assert exploitability(net_for("kuhn_poker"), game) > 0.4  # the untrained one is
 
 
+def test_a_mixture_of_policies_is_scored_as_one_drawn_per_game() -> None:
+    game = pyspiel.load_game("kuhn_poker")
+    a, b = net_for("kuhn_poker", seed=1), net_for("kuhn_poker", seed=2)
+    with torch.no_grad():  # a passes (action 0) nearly always, b bets (action 1)
+        for net, preferred in ((a, 0), (b, 1)):
+            head = net.heads["action"].proj
+            head.weight.zero_()
+            head.bias.copy_(torch.tensor([4.0, 0.0] if preferred == 0 else [0.0, 4.0]))
+    alone = exploitability(a, game), exploitability(b, game)
+    assert mixture_exploitability([a, b], [1, 0], game) == pytest.approx(alone[0], abs=1e-9)
+    assert mixture_exploitability([a, b], [0, 3], game) == pytest.approx(alone[1], abs=1e-9)
+    # A best response gains against a mixture at most the mixture of its gains against each.
+    mixed = mixture_exploitability([a, b], [0.5, 0.5], game)
+    assert mixed < 0.5 * (alone[0] + alone[1]) - 0.01
+    with pytest.raises(ValueError, match=r"one non-negative weight per policy .* got 1 weights"):
+        mixture_exploitability([a, b], [1.0], game)
+
+
 def test_exploitability_refuses_what_it_cannot_compute(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(UnsupportedGameError, match="two-player zero-sum game, got 3 players"):
         exploitability(net_for("kuhn_poker"), "kuhn_poker", players=3)
@@ -221,3 +242,25 @@ def test_self_play_trains_on_kuhn_poker_from_its_registry_name(tmp_path, capsys)
     assert main(["eval", str(tmp_path), "--exploitability"]) == 0
     line = capsys.readouterr().out
     assert f"exploitability (NashConv/2, OpenSpiel's exact best responses) {value:.4f}" in line
+
+
+def test_eval_scores_the_pool_s_nash_mixture_of_a_nash_run(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    train(
+        "openspiel:kuhn_poker",
+        overrides=[f"log.run_dir={tmp_path}", "total_timesteps=4096", "seed=1",
+                   "torch_threads=1", "log.tensorboard=false", "log.progress=false",
+                   "selfplay.opponent_mix=nash", "selfplay.play_latest=0",
+                   "selfplay.snapshot_every=1024", "selfplay.meta_games=64"],
+    )  # fmt: skip
+    saved = load_checkpoint(tmp_path)
+    nets, weights = saved_mixture(load_agent(tmp_path).net, saved)
+    pool = saved["selfplay"][0]["pool"]
+    assert len(pool["snapshots"]) >= 3
+    # Only the snapshots weighted below 1e-4 are left out.
+    assert sum(weights) == pytest.approx(1.0, abs=1e-4 * len(pool["snapshots"]))
+    value = mixture_exploitability(nets, weights, "kuhn_poker")
+    capsys.readouterr()
+    assert main(["eval", str(tmp_path), "--exploitability"]) == 0
+    out = capsys.readouterr().out
+    assert f"the pool's Nash mixture ({len(nets)} snapshots, one drawn per game): " in out
+    assert f"exploitability {value:.4f}" in out.splitlines()[-1]

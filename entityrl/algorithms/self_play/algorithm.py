@@ -6,6 +6,13 @@ and the current opponent every other seat. The learner is snapshotted into the p
 ``selfplay.snapshot_every`` steps and the opponent changes every ``selfplay.swap_every``;
 finished games update the Elo ratings, logged as ``selfplay/elo``.
 
+With ``selfplay.opponent_mix=nash`` every new snapshot first plays ``selfplay.meta_games`` games
+against each snapshot it joins (:mod:`entityrl.algorithms.self_play.meta_game`, on environments
+of their own, their steps logged as ``selfplay/meta_steps`` and not counted in the run's steps),
+and the opponents are drawn from the Nash mixture of the pool's meta-game
+(:mod:`entityrl.algorithms.self_play.meta_nash`): the pool of policy-space response oracles
+(PSRO, Lanctot et al. 2017), the learner's PPO standing in for their best response.
+
 With ``selfplay.mode=magnet`` there is no pool: the learner plays every seat of every game
 (both sides of an asymmetric game, told apart by what each seat observes) and each step's
 reward is lowered by how far the policy's action leaves a slowly moving copy of it
@@ -24,7 +31,7 @@ checkpoint keeps the current one's, so a resumed run continues exactly.
 In a data-parallel run (``world_size`` > 1) every process plays its own games, and the pool
 stays the same in all of them: the snapshots are of the network, which they share; rank 0's
 draw picks the next opponent for all; and every process rates the finished games of all of
-them, in rank order.
+them, in rank order. Rank 0 alone plays the meta-game's games and gives the others its margins.
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ from entityrl.algorithms.common.rollout import Rollout
 from entityrl.algorithms.ppo.algorithm import PPO
 from entityrl.algorithms.self_play.average import ParameterAverage
 from entityrl.algorithms.self_play.magnet import Magnet
+from entityrl.algorithms.self_play.meta_game import MetaGamePlayer
 from entityrl.algorithms.self_play.pool import OpponentPool, SelfPlayConfig
 from entityrl.env.multiplayer_vec import MultiPlayerVecEnv
 from entityrl.env.vec_obs import VecObs
@@ -67,6 +75,12 @@ class SelfPlay(PPO):
     def check(cls, config: TrainConfig) -> None:
         super().check(config)
         settings = config.selfplay
+        if settings.opponent_mix == "nash" and (settings.opponent or settings.learner_players):
+            raise ConfigError(
+                "selfplay.opponent_mix=nash solves the symmetric meta-game of the learner's "
+                "snapshots in every seat: selfplay.opponent and selfplay.learner_players must be "
+                f"empty, got {settings.opponent!r} and {list(settings.learner_players)}"
+            )
         if settings.mode != "magnet":
             return
         if config.net.memory:
@@ -100,6 +114,22 @@ class SelfPlay(PPO):
         names = config.learner_players or env.players
         self.learner_players = [env.players.index(p) for p in names]
         self.pool = OpponentPool(config)
+        self.meta_game: MetaGamePlayer | None = None
+        if config.opponent_mix == "nash":
+            if len(env.players) != 2:
+                raise ConfigError(
+                    "selfplay.opponent_mix=nash solves a two-player meta-game; "
+                    f"{env.name} has {len(env.players)} players"
+                )
+            if ctx.make_env is None:
+                raise ConfigError(
+                    "selfplay.opponent_mix=nash plays its meta-game on environments of its own: "
+                    "expected a loop that gives them (Context.make_env), got none"
+                )
+            self.meta_game = MetaGamePlayer(
+                ctx.net, ctx.make_env, config.meta_games, ctx.config.seed
+            )
+        self.meta_rounds = 0  # snapshots that joined the meta-game
         self.opponent = NetworkPlayer(copy.deepcopy(ctx.net), torch.Generator(ctx.net.device))
         self.fixed: Player | None = None
         if config.opponent:
@@ -161,11 +191,27 @@ class SelfPlay(PPO):
         if self.fixed is not None:
             return Seating(owner, [self.fixed])
         if not self.pool.snapshots:  # the first rollout: play against the starting policy
-            self.pool.add(self.ctx.net.state_dict())
+            self.add_snapshot()
             self.swap()
         # Drawn from the run's random generator, so a resumed run plays the same games.
         self.opponent.generator.manual_seed(int(self.ctx.rng.integers(2**63)))
         return Seating(owner, [self.opponent])
+
+    def add_snapshot(self) -> None:
+        """Snapshot the learner into the pool (with opponent_mix=nash, after its games against
+        the snapshots that stay: rank 0's, for the pool to stay the same in all processes)."""
+        params = self.ctx.net.state_dict()
+        if self.meta_game is None:
+            self.pool.add(params)
+            return
+        margins = None
+        if self.ctx.reducer.rank == 0:
+            others = self.pool.snapshots[self.pool.staying :]
+            margins = self.meta_game.margins(params, others, self.meta_rounds)
+        if self.ctx.reducer.world_size > 1:
+            margins = self.ctx.reducer.gather(margins)[0]
+        self.meta_rounds += 1
+        self.pool.add(params, margins)
 
     def swap(self) -> None:
         """Play the next opponent from the pool."""
@@ -209,7 +255,7 @@ class SelfPlay(PPO):
             return iteration
         config = self.ctx.config.selfplay
         if self.fixed is None and step - self.last_snapshot >= config.snapshot_every:
-            self.pool.add(self.ctx.net.state_dict())
+            self.add_snapshot()
             self.last_snapshot = step
         if self.fixed is None and step - self.last_swap >= config.swap_every:
             self.swap()
@@ -227,9 +273,25 @@ class SelfPlay(PPO):
         iteration.metrics["selfplay/opponent_elo"] = self.pool.ratings[self.pool.current]
         if self.fixed is None:
             iteration.metrics["selfplay/pool"] = float(len(self.pool.snapshots))
+        if self.meta_game is not None:
+            iteration.metrics.update(self.meta_metrics())
         if scores:
             iteration.metrics["selfplay/score"] = float(np.mean(scores))
         return iteration
+
+    def meta_metrics(self) -> dict[str, float]:
+        """The meta-game's figures for the log: the steps its games took so far (this
+        process's; outside the run's steps), the support and largest weight of the Nash
+        mixture, the current opponent's weight, and the duality gap it was solved to."""
+        assert self.meta_game is not None
+        mixture = self.pool.mixture
+        return {
+            "selfplay/meta_steps": float(self.meta_game.steps),
+            "selfplay/meta_support": float((mixture > 1e-3).sum()),
+            "selfplay/meta_max_weight": float(mixture.max()),
+            "selfplay/meta_opponent_weight": float(mixture[self.pool.current]),
+            "selfplay/meta_gap": self.pool.meta_gap,
+        }
 
     def state_dict(self) -> dict[str, Any]:
         state = super().state_dict()
@@ -238,6 +300,8 @@ class SelfPlay(PPO):
             "pool": self.pool.state_dict(),
             "last_snapshot": self.last_snapshot,
             "last_swap": self.last_swap,
+            "meta_rounds": self.meta_rounds,
+            "meta_steps": 0 if self.meta_game is None else self.meta_game.steps,
             # A network's memory; other players' states (a scripted player's rows) are rebuilt.
             "opponent_memory": memory if isinstance(memory, torch.Tensor) else None,
             # The last iterate, when the network holds the average (a finished run's).
@@ -251,6 +315,9 @@ class SelfPlay(PPO):
         self.pool.load_state_dict(saved["pool"])
         self.last_snapshot = int(saved["last_snapshot"])
         self.last_swap = int(saved["last_swap"])
+        self.meta_rounds = int(saved.get("meta_rounds", 0))
+        if self.meta_game is not None:
+            self.meta_game.steps = int(saved.get("meta_steps", 0))
         learner = saved.get("learner")
         if learner is not None:  # the checkpoint's network is the average: train the learner
             self.ctx.net.load_state_dict(learner)

@@ -6,7 +6,10 @@ Two modes (``selfplay.mode``): ``pool``, the learner against snapshots of itself
 The pool's knobs are ML-Agents' (``selfplay`` in the config): a snapshot of the learner every
 ``snapshot_every`` steps joins a pool of the latest ``window``; every ``swap_every`` steps the
 opponent changes, to the latest snapshot with probability ``play_latest``, else to one drawn
-uniformly from the pool. Each snapshot keeps the Elo rating the learner had when it was taken,
+uniformly from the pool. With ``opponent_mix=nash`` the pool instead keeps a meta-game: every new
+snapshot plays ``meta_games`` games against each snapshot it joins, their mean margins fill a
+matrix of payoffs, and the opponent is drawn from that matrix game's Nash mixture
+(:mod:`entityrl.algorithms.self_play.meta_nash`). Each snapshot keeps the Elo rating the learner had when it was taken,
 and games between the learner and a snapshot update both ratings.
 """
 
@@ -18,10 +21,14 @@ from typing import Any
 import numpy as np
 import torch
 
+from entityrl.algorithms.self_play.meta_nash import zero_sum_nash
 from entityrl.training.elo import update as elo_update
 
 INITIAL_ELO = 1200.0
 MODES = ("pool", "magnet")
+OPPONENT_MIXES = ("uniform", "nash")
+META_TOLERANCE = 1e-6
+"""The meta-game's Nash mixture is solved to this duality gap (times its largest payoff)."""
 
 
 @dataclass
@@ -55,6 +62,16 @@ class SelfPlayConfig:
     """Steps between changes of opponent."""
     play_latest: float = 0.5
     """Probability that the new opponent is the latest snapshot (else uniform from the pool)."""
+    opponent_mix: str = "uniform"
+    """How the next opponent is drawn from the pool. ``uniform``: ML-Agents' (the latest with
+    probability ``play_latest``, else uniformly). ``nash``: PSRO's (Lanctot et al. 2017): each
+    new snapshot plays ``meta_games`` games against every snapshot in the pool (steps outside
+    total_timesteps, logged as ``selfplay/meta_steps``), and the opponent is drawn from the Nash
+    mixture of the zero-sum game of their mean margins, so snapshots that others beat are not
+    played. For two-player games, the learner in every seat."""
+    meta_games: int = 256
+    """opponent_mix=nash: games each new snapshot plays against each snapshot in the pool
+    (half of them in each seat of a two-player game)."""
     learner_players: list[str] = field(default_factory=list)
     """The players the learner may play (empty: any; a seat is drawn per game, so a symmetric
     game is learned from both sides). Name one side to learn an asymmetric role."""
@@ -87,10 +104,30 @@ class SelfPlayConfig:
             raise ValueError(f"selfplay.average_start must be >= 0, got {self.average_start}")
         if self.elo_k <= 0:
             raise ValueError(f"selfplay.elo_k must be > 0, got {self.elo_k}")
+        if self.opponent_mix not in OPPONENT_MIXES:
+            raise ValueError(
+                f"selfplay.opponent_mix must be one of {list(OPPONENT_MIXES)}, got "
+                f"{self.opponent_mix!r}"
+            )
+        if self.meta_games < 2:
+            raise ValueError(f"selfplay.meta_games must be >= 2, got {self.meta_games}")
+        if self.opponent_mix == "nash" and self.mode != "pool":
+            raise ValueError(
+                "selfplay.opponent_mix=nash draws opponents from the pool: it needs "
+                f"selfplay.mode=pool, got {self.mode!r}"
+            )
+        if self.opponent_mix == "nash" and self.play_latest > 0:
+            raise ValueError(
+                "selfplay.opponent_mix=nash draws every opponent from the meta-game's Nash "
+                f"mixture: set selfplay.play_latest=0, got {self.play_latest}"
+            )
 
 
 class OpponentPool:
-    """The learner's snapshots and the Elo ratings of the learner and of each snapshot."""
+    """The learner's snapshots and the Elo ratings of the learner and of each snapshot; with
+    ``opponent_mix=nash``, their meta-game: ``payoffs[i, j]``, the mean margin (half the
+    difference of the two sides' returns) of snapshot ``i`` against ``j``, and its Nash
+    ``mixture``."""
 
     def __init__(self, config: SelfPlayConfig) -> None:
         self.config = config
@@ -98,9 +135,26 @@ class OpponentPool:
         self.ratings: list[float] = []
         self.learner_elo = INITIAL_ELO
         self.current = -1  # index of the opponent being played
+        self.payoffs = np.zeros((0, 0))
+        self.mixture = np.zeros(0)
+        self.meta_gap = 0.0  # the duality gap the mixture was solved to
 
-    def add(self, params: dict[str, torch.Tensor]) -> None:
-        """Add a snapshot (rated as the learner now is); the oldest beyond the window leave."""
+    @property
+    def staying(self) -> int:
+        """The index of the oldest snapshot that stays in the pool when one more joins."""
+        return max(len(self.snapshots) + 1 - self.config.window, 0)
+
+    def add(self, params: dict[str, torch.Tensor], margins: list[float] | None = None) -> None:
+        """Add a snapshot (rated as the learner now is); the oldest beyond the window leave.
+        With ``opponent_mix=nash``, ``margins`` are its mean margins against the snapshots
+        that stay (those from :attr:`staying` on), and the meta-game is solved again."""
+        nash = self.config.opponent_mix == "nash"
+        stay = len(self.snapshots) - self.staying
+        if nash and (margins is None or len(margins) != stay):
+            raise ValueError(
+                f"opponent_mix=nash: a new snapshot needs its margins against the {stay} "
+                f"snapshots that stay, got {None if margins is None else len(margins)}"
+            )
         self.snapshots.append({k: v.detach().clone() for k, v in params.items()})
         self.ratings.append(self.learner_elo)
         excess = len(self.snapshots) - self.config.window
@@ -108,6 +162,14 @@ class OpponentPool:
             del self.snapshots[:excess]
             del self.ratings[:excess]
             self.current = max(self.current - excess, 0)
+        if nash:
+            assert margins is not None
+            kept = self.payoffs[excess:, excess:] if excess > 0 else self.payoffs
+            row = np.asarray(margins, dtype=np.float64)
+            self.payoffs = np.block([[kept, -row[:, None]], [row[None, :], np.zeros((1, 1))]])
+            solved = zero_sum_nash(self.payoffs, META_TOLERANCE)
+            # The column player's: the mixture the learner, in the rows, plays against.
+            self.mixture, self.meta_gap = solved.column, solved.gap
 
     def fixed(self) -> None:
         """One opponent that never changes (rated as the learner starts)."""
@@ -115,9 +177,12 @@ class OpponentPool:
         self.current = 0
 
     def choose(self, rng: np.random.Generator) -> int:
-        """Pick the next opponent (the latest with probability play_latest)."""
+        """Pick the next opponent (the latest with probability play_latest; with
+        opponent_mix=nash, from the meta-game's Nash mixture)."""
         latest = len(self.snapshots) - 1
-        if rng.random() < self.config.play_latest:
+        if self.config.opponent_mix == "nash":
+            self.current = int(rng.choice(len(self.snapshots), p=self.mixture))
+        elif rng.random() < self.config.play_latest:
             self.current = latest
         else:
             self.current = int(rng.integers(len(self.snapshots)))
@@ -135,6 +200,9 @@ class OpponentPool:
             "ratings": list(self.ratings),
             "learner_elo": self.learner_elo,
             "current": self.current,
+            "payoffs": self.payoffs.tolist(),
+            "mixture": self.mixture.tolist(),
+            "meta_gap": self.meta_gap,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -142,3 +210,8 @@ class OpponentPool:
         self.ratings = list(state["ratings"])
         self.learner_elo = float(state["learner_elo"])
         self.current = int(state["current"])
+        # Checkpoints of runs before the meta-game have none.
+        payoffs = np.array(state.get("payoffs", []), dtype=np.float64)
+        self.payoffs = payoffs if payoffs.size else np.zeros((0, 0))
+        self.mixture = np.array(state.get("mixture", []), dtype=np.float64)
+        self.meta_gap = float(state.get("meta_gap", 0.0))
