@@ -450,22 +450,11 @@ def _evaluate_trials(agent: Agent, run_dir: Path, episodes: int) -> dict:
     trial's); its learning curve is per trial."""
     import numpy as np
 
-    from entityrl.env import RandomPolicy
-    from entityrl.envs.meta import Trials
-    from entityrl.training import evaluate
-
     kwargs = dict(agent.config.env.kwargs)
-    per_episode = {}
-    for name, split in (("test", "test"), ("train", "train"), ("random", "test")):
-        env = Trials(32, seed=EVAL_SEED, **{**kwargs, "split": split})
-        with env:
-            policy = agent if name != "random" else RandomPolicy(env.action_space, seed=0)
-            played = evaluate(policy, env, episodes)
-            inner = range(1, env.per_trial + 1)
-        per_episode[name] = {
-            field: [played.mean(f"episode{i}/{field}") for i in inner]
-            for field in ("return", "length")
-        }
+    per_episode = {
+        name: trial_returns(agent if name != "random" else None, kwargs, split, episodes)
+        for name, split in (("test", "test"), ("train", "train"), ("random", "test"))
+    }
     held_out, random = per_episode["test"], per_episode["random"]
     return {
         "lifetime": float(np.mean(held_out["length"])),
@@ -474,6 +463,25 @@ def _evaluate_trials(agent: Agent, run_dir: Path, episodes: int) -> dict:
         "random_return": float(np.mean(random["return"])),
         "per_episode": per_episode,
         "curve": _curve(run_dir),
+    }
+
+
+def trial_returns(
+    policy: Agent | None, kwargs: dict, split: str, trials: int
+) -> dict[str, list[float]]:
+    """Per episode of a trial: the mean return and length of ``policy`` (None: uniformly random
+    play) over ``trials`` trials (``Trials`` with ``kwargs``) of tasks drawn from ``split``,
+    always the same ones (seeded by EVAL_SEED)."""
+    from entityrl.env import RandomPolicy
+    from entityrl.envs.meta import Trials
+    from entityrl.training import evaluate
+
+    with Trials(32, seed=EVAL_SEED, **{**kwargs, "split": split}) as env:
+        player = policy if policy is not None else RandomPolicy(env.action_space, seed=0)
+        played = evaluate(player, env, trials)
+        inner = range(1, env.per_trial + 1)
+    return {
+        field: [played.mean(f"episode{i}/{field}") for i in inner] for field in ("return", "length")
     }
 
 
