@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -305,6 +308,19 @@ def test_built_in_environments_are_registered_with_gymnasium() -> None:
     assert env.action_space == spaces.Discrete(5)  # one global action (5 arms): a Discrete
     with pytest.raises(ValueError, match="max_entities is needed"):
         gymnasium.make("entityrl/TreasureHunt-v0")
+
+
+def test_a_fresh_interpreter_makes_them_by_module_prefix_without_an_import() -> None:
+    # Gymnasium imports the module before the colon: no `import entityrl.interop.gymnasium`.
+    code = (
+        "import gymnasium, sys\n"
+        "assert 'entityrl.interop.gymnasium' not in sys.modules\n"
+        "env = gymnasium.make('entityrl.interop.gymnasium:entityrl/MoveToOrigin-v0', max_entities=2)\n"
+        "print(env.action_space)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "MultiDiscrete([5 5 5 5])"
 
 
 def test_bounds_are_declared_and_enforced() -> None:
