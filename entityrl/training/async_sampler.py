@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import time
 import warnings
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -71,7 +72,7 @@ from entityrl.nn.recurrent import fresh_episodes
 from entityrl.nn.rogue_net import RogueNet
 from entityrl.ragged import RaggedArray
 from entityrl.training.config import ConfigError, TrainConfig
-from entityrl.training.sampler import WorkerSampler, _worker_rollout
+from entityrl.training.sampler import WorkerSampler
 
 
 class NotReproducibleWarning(UserWarning):
@@ -139,6 +140,7 @@ class AsyncSampler(WorkerSampler):
         rng: np.random.Generator,
         eval_rows: int,
         decisions: bool = False,
+        **sampler: Any,
     ) -> None:
         if not isinstance(env, ProcessVecEnv):
             raise ConfigError(
@@ -150,7 +152,7 @@ class AsyncSampler(WorkerSampler):
                 "rollout.mode=async runs the policy in CPU worker processes; the network is "
                 f"on {net.device}: set device=cpu"
             )
-        super().__init__(env, net, steps, rng, decisions)
+        super().__init__(env, net, steps, rng, decisions, **sampler)
         self.eval_rows = eval_rows
         self.version = 0
         """Updates the learner has made."""
@@ -172,7 +174,7 @@ class AsyncSampler(WorkerSampler):
         else:
             rollout, self._metrics = self._next, self._next_metrics
             self._next = None
-        self.env.start_call(_worker_rollout, self._requests())
+        self.env.start_call(self._work, self._requests())
         self._sent_version = self.version
         return rollout
 
