@@ -84,29 +84,52 @@ def check_async(config: TrainConfig, algorithm: type) -> None:
     if config.rollout.mode != "async":
         return
     from entityrl.algorithms.on_policy import OnPolicyAlgorithm
+    from entityrl.algorithms.poca.algorithm import POCA
+    from entityrl.algorithms.self_play.algorithm import SelfPlay
 
+    game = _is_multiplayer(config.env.id) or issubclass(algorithm, (SelfPlay, POCA))
     unsupported = None
     if not (
         issubclass(algorithm, OnPolicyAlgorithm)
-        and algorithm.make_sampler is OnPolicyAlgorithm.make_sampler
+        and algorithm.make_sampler in (OnPolicyAlgorithm.make_sampler, SelfPlay.make_sampler)
     ):
         unsupported = (
             f"algo={config.algo} (only on-policy algorithms that sample with the standard "
-            "sampler: ppo, gail or your own subclass of PPO)"
+            "sampler: ppo, gail, selfplay or your own subclass of PPO)"
         )
     elif config.world_size > 1:
         unsupported = f"world_size={config.world_size} (one training process only)"
-    elif _is_multiplayer(config.env.id):
-        unsupported = f"the multi-player game {config.env.id}"
     elif config.rollout.processes < 2:
         unsupported = (
             f"rollout.processes={config.rollout.processes} (the environments step in worker "
             "processes: set rollout.processes >= 2)"
         )
+    elif game:
+        unsupported = _unsupported_in_games(config, algorithm)
     if unsupported is not None:
         raise ConfigError(
             f"rollout.mode=async does not support {unsupported}; use rollout.mode=sync"
         )
+
+
+def _unsupported_in_games(config: TrainConfig, algorithm: type) -> str | None:
+    """What async sampling of a multi-player game (:mod:`entityrl.training.async_games`) does
+    not support, if ``config`` asks for it."""
+    from entityrl.algorithms.poca.algorithm import POCA
+
+    game = f"a multi-player game ({config.env.id or 'the given game'})"
+    if issubclass(algorithm, POCA):
+        return (
+            "algo=poca (its group critic's returns would need a V-trace correction of their "
+            "own: use algo=selfplay or algo=ppo)"
+        )
+    if config.net.memory:
+        return f"net.memory in {game} (the opponents' memory would stay in the workers)"
+    if config.env.decisions.enabled:
+        return f"env.decisions in {game}"
+    if config.algo == "selfplay" and config.selfplay.mode == "magnet":
+        return "selfplay.mode=magnet (the learner in every seat: use selfplay.mode=pool)"
+    return None
 
 
 def _is_multiplayer(env_id: str) -> bool:

@@ -1,0 +1,207 @@
+"""Asynchronous sampling of multi-player games: workers that own whole games (self-play, and
+independent learners with algo=ppo)."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from env.player_envs import Bigger, pick_zero
+from stop_after import StopAfter
+
+from entityrl.env import GlobalCategoricalAction
+from entityrl.env.multiplayer_vec import PlayerVecEnv
+from entityrl.env.multiplayer_workers import ProcessPlayerVecEnv
+from entityrl.envs import make
+from entityrl.envs.coin_duel import ACTIONS
+from entityrl.envs.slow import SlowGame
+from entityrl.nn.rogue_net import RogueNet, RogueNetConfig
+from entityrl.training import Trainer, load_agent, load_config
+from entityrl.training.async_games import AsyncGameSampler, portable
+from entityrl.training.checkpoint import load_checkpoint
+from entityrl.training.config import ConfigError
+from entityrl.training.match import play_match
+from entityrl.training.players import NetworkPlayer, RandomPlayer, ScriptedPlayer, Seating
+
+pytestmark = pytest.mark.filterwarnings(
+    "ignore::entityrl.training.async_sampler.NotReproducibleWarning"
+)
+
+ASYNC_SELFPLAY = [
+    "algo=selfplay", "rollout.num_envs=32", "rollout.steps=8", "optim.bs=128",
+    "selfplay.snapshot_every=512", "selfplay.swap_every=512", "log.tensorboard=false",
+    "log.progress=false", "torch_threads=1", "rollout.processes=2", "rollout.mode=async",
+]  # fmt: skip
+
+
+def config(run_dir: Path, *extra: str):  # type: ignore[no-untyped-def]
+    return load_config(None, [*ASYNC_SELFPLAY, f"log.run_dir={run_dir}", *extra], check_env=False)
+
+
+def metrics(run_dir: Path) -> list[dict[str, float]]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def network(env: ProcessPlayerVecEnv, seed: int = 0) -> RogueNet:
+    torch.manual_seed(seed)
+    return RogueNet(env.obs_space, env.action_space, RogueNetConfig(d_model=16, n_layer=1))
+
+
+class RecordingSampler(AsyncGameSampler):
+    """Keeps the acting policy's log-probabilities of the last rollout it received, before
+    the learner's view replaces them."""
+
+    acted: dict[str, np.ndarray]
+
+    def _correct(self, rollout, lag: int) -> dict[str, float]:  # type: ignore[no-untyped-def]
+        self.acted = {name: lp.data[:, 0].copy() for name, lp in rollout.logprobs.items()}
+        return super()._correct(rollout, lag)
+
+
+def test_with_no_update_the_learner_s_view_of_a_worker_rollout_is_the_acting_policy() -> None:
+    """Lag 0: the workers acted with the learner's parameters, so its evaluation of their
+    rollout gives back their log-probabilities (ratios 1), in the rows of the learner's seats,
+    with the games of both workers scored for it."""
+    with ProcessPlayerVecEnv(Bigger, num_games=8, seed=0, num_workers=2) as env:
+        net = network(env)
+        opponent = NetworkPlayer(network(env, seed=1), torch.Generator())
+        rng = np.random.default_rng(0)
+
+        def seat() -> Seating:  # the learner in one random seat of each game
+            learner = np.zeros((8, 2), dtype=bool)
+            learner[np.arange(8), rng.integers(2, size=8)] = True
+            return Seating(np.where(learner.reshape(-1), -1, 0), [opponent])
+
+        sampler = RecordingSampler(env, net, 3, np.random.default_rng(1), eval_rows=7, seat=seat)
+        assert sampler.num_rows == 8
+        sampler.collect()
+        sampler.after_update()  # no update: the next rollout was acted by these parameters
+        acted, owner = sampler.acted["pick"], sampler.seating.owner
+        rollout = sampler.collect()
+        sampler.after_update()
+    assert rollout.rewards.shape == (3, 8) and rollout.num_rows == 24
+    np.testing.assert_allclose(rollout.logprobs["pick"].data[:, 0], acted, atol=1e-5)
+    np.testing.assert_allclose(rollout.ratios, 1.0, atol=1e-5)
+    # Bigger ends every step: each game of the three rollouts is scored, from the learner's
+    # seat of it (the second rollout's are the returned one's), worker after worker.
+    results = sampler.take_results()
+    assert len(results) == 3 * 3 * 8
+    seats = (np.flatnonzero(owner < 0) % 2).tolist()
+    assert [r.seat for r in results[24:48]] == seats[:4] * 3 + seats[4:] * 3
+
+
+def test_opponents_cross_to_the_workers_once_and_play_there() -> None:
+    """A scripted opponent that always picks 0 runs on the workers' own games: the learner never
+    loses against it. It is sent with the first request only."""
+    with ProcessPlayerVecEnv(Bigger, num_games=4, seed=0, num_workers=2) as env:
+        opponent = ScriptedPlayer(pick_zero, env)
+        owner = np.array([-1, 0] * 2 + [0, -1] * 2)
+        sampler = AsyncGameSampler(
+            env, network(env), 2, np.random.default_rng(0), eval_rows=64,
+            seat=lambda: Seating(owner, [opponent]),
+        )  # fmt: skip
+        sampler.collect()
+        sampler.after_update()
+        rollout = sampler.collect()
+        sampler.after_update()
+        assert sampler._requests()[0][-1] is None  # the workers hold it already
+    picks = rollout.actions["pick"].data[:, 0].reshape(2, 4)
+    np.testing.assert_array_equal(rollout.rewards, (picks > 0).astype(np.float32))
+    assert {r.score for r in sampler.take_results()} <= {0.5, 1.0}
+
+
+def test_an_opponent_that_cannot_cross_to_the_workers_is_named() -> None:
+    class Stubborn:
+        pass
+
+    with pytest.raises(TypeError, match="got a Stubborn"):
+        portable(Stubborn())  # type: ignore[arg-type]
+    kind, _ = portable(RandomPlayer({}, seed=0))
+    assert kind == "random"
+
+
+def test_async_self_play_learns_the_dominant_pick_and_beats_random(tmp_path: Path) -> None:
+    Trainer(config(tmp_path / "run", "total_timesteps=8192", "seed=1"), Bigger).run()
+    logged = metrics(tmp_path / "run")
+    assert [m["async/policy_lag"] for m in logged[:3]] == [0.0, 1.0, 1.0]
+    agent = load_agent(tmp_path / "run", deterministic=True)
+    # The untrained policy picks at random: it wins 1/3 of its games against random.
+    games = PlayerVecEnv(Bigger, num_games=16, seed=3)
+    player = NetworkPlayer(agent.net, torch.Generator(), deterministic=True)
+    match = play_match(player, RandomPlayer(games.action_space, seed=4), games, 400)
+    assert match.wins / 400 > 0.55  # picking 2 always: 2/3 won, 1/3 drawn
+    assert match.losses == 0
+    assert load_checkpoint(tmp_path / "run")["selfplay"][0]["pool"]["learner_elo"] > 1250
+
+
+def test_async_self_play_against_a_fixed_random_opponent_and_independent_learners(
+    tmp_path: Path,
+) -> None:
+    Trainer(
+        config(tmp_path / "fixed", "total_timesteps=1024", "selfplay.opponent=random"), Bigger
+    ).run()
+    assert metrics(tmp_path / "fixed")[-1]["async/policy_lag"] == 1.0
+    Trainer(config(tmp_path / "ppo", "total_timesteps=1024", "algo=ppo"), Bigger).run()
+    logged = metrics(tmp_path / "ppo")
+    assert [m["async/policy_lag"] for m in logged] == [0.0, 1.0]
+    assert logged[-1]["async/abs_log_ratio"] > 0
+
+
+def test_an_async_self_play_run_resumes_from_its_checkpoint(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    extra = ["total_timesteps=1024", "selfplay.snapshot_every=256", "selfplay.swap_every=256"]
+    Trainer(config(run, *extra), Bigger, callbacks=[StopAfter(2)]).run()
+    pool = load_checkpoint(run)["selfplay"][0]["pool"]
+    resumed = Trainer(config(run, *extra), Bigger, resume=run).run()
+    assert resumed.steps == 1024
+    # After resuming, the first rollout is collected afresh by the learner's policy.
+    assert [m["async/policy_lag"] for m in metrics(run)] == [0.0, 1.0, 0.0, 1.0]
+    after = load_checkpoint(run)["selfplay"][0]["pool"]
+    assert len(after["snapshots"]) > len(pool["snapshots"])
+
+
+@pytest.mark.parametrize(
+    ("extra", "unsupported"),
+    [
+        (["algo=poca"], "algo=poca (its group critic's returns"),
+        (["net.memory=true"], "net.memory in a multi-player game"),
+        (["env.decisions.period=2"], "env.decisions in a multi-player game"),
+        (["selfplay.mode=magnet"], "selfplay.mode=magnet"),
+        (["world_size=2"], "world_size=2"),
+        (["rollout.processes=1"], "rollout.processes=1"),
+    ],
+)
+def test_async_games_refuse_what_they_do_not_support(
+    tmp_path: Path, extra: list[str], unsupported: str
+) -> None:
+    with pytest.raises(
+        ConfigError, match=re.escape(f"rollout.mode=async does not support {unsupported}")
+    ):
+        Trainer(config(tmp_path / "run", *extra), Bigger)
+
+
+def test_slow_game_waits_before_each_step_and_plays_the_wrapped_game() -> None:
+    slow, plain = SlowGame("CoinDuel", step_ms=20.0), make("CoinDuel")
+    slow.seed(3)
+    plain.seed(3)
+    assert list(slow.players()) == list(plain.players())
+    first, expected = slow.reset(), plain.reset()
+    for player in expected:
+        np.testing.assert_array_equal(
+            first[player].features["Coin"], expected[player].features["Coin"]
+        )
+    zap = {p: {"move": GlobalCategoricalAction(len(ACTIONS) - 1, "zap")} for p in first}
+    started = time.perf_counter()
+    after = slow.act(zap)
+    assert time.perf_counter() - started >= 0.020
+    for player, obs in plain.act(zap).items():
+        np.testing.assert_array_equal(after[player].features["Self"], obs.features["Self"])
+    with pytest.raises(ValueError, match="SlowGame: game must name a registered multi-player"):
+        SlowGame("CherryPick")
+    with pytest.raises(ValueError, match="SlowGame: step_ms must be >= 0 milliseconds, got -1"):
+        SlowGame(step_ms=-1.0)
