@@ -32,8 +32,11 @@ import time
 import warnings
 from pathlib import Path
 
+import torch
+
 from entityrl.envs import make_vec
 from entityrl.envs.slow import SlowGame
+from entityrl.nn.rogue_net import RogueNet
 from entityrl.training import Trainer, load_agent, load_config
 from entityrl.training.match import MatchResult, load_opponent, play_match
 from entityrl.training.players import NetworkPlayer
@@ -79,11 +82,15 @@ def throughput(args: argparse.Namespace, tmp: Path) -> list[str]:
     return lines
 
 
-def match(run_dir: Path, games: int) -> MatchResult:
-    agent = load_agent(run_dir, seed=0)
+def match(player: NetworkPlayer, games: int) -> MatchResult:
+    """``player`` against a random player in CoinDuel, seats alternating."""
     env = make_vec("CoinDuel", 50, seed=EVAL_SEED)
-    player = NetworkPlayer(agent.net, agent.generator)
     return play_match(player, load_opponent("random", env, EVAL_SEED), env, games)
+
+
+def row(seed: int, mode: str, result: MatchResult, games: int, seconds: str) -> str:
+    score = (result.wins + result.draws / 2) / games
+    return f"| {seed} | {mode} | {result.wins}/{result.draws}/{result.losses} | {score:.3f} | {seconds} |"
 
 
 def learning(args: argparse.Namespace, tmp: Path) -> list[str]:
@@ -97,6 +104,16 @@ def learning(args: argparse.Namespace, tmp: Path) -> list[str]:
         "|---|---|---|---|---|",
     ]
     for seed in args.seeds:
+        # The network a run of this seed starts from (the trainer seeds torch with it).
+        config = load_config("CoinDuel", QUIET)
+        with make_vec("CoinDuel", 1) as env:
+            torch.manual_seed(seed)
+            net = RogueNet(env.obs_space, env.action_space, config.net)
+        generator = torch.Generator()
+        generator.manual_seed(0)
+        untrained = match(NetworkPlayer(net, generator), args.games_eval)
+        lines.append(row(seed, "untrained", untrained, args.games_eval, ""))
+        print(lines[-1], flush=True)
         for mode in ("sync", "async"):
             run = tmp / f"learn-{mode}-{seed}"
             overrides = [
@@ -106,12 +123,9 @@ def learning(args: argparse.Namespace, tmp: Path) -> list[str]:
             started = time.perf_counter()
             Trainer(load_config("CoinDuel", overrides)).run()
             seconds = time.perf_counter() - started
-            result = match(run, args.games_eval)
-            score = (result.wins + result.draws / 2) / args.games_eval
-            lines.append(
-                f"| {seed} | {mode} | {result.wins}/{result.draws}/{result.losses} | "
-                f"{score:.3f} | {seconds:.0f} |"
-            )
+            agent = load_agent(run, seed=0)
+            result = match(NetworkPlayer(agent.net, agent.generator), args.games_eval)
+            lines.append(row(seed, mode, result, args.games_eval, f"{seconds:.0f}"))
             print(lines[-1], flush=True)
     return lines
 

@@ -29,14 +29,17 @@ swap, and its games are rated at the end of the same iteration, before the next 
 from __future__ import annotations
 
 import pickle
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import torch
 
+from entityrl.algorithms.common.rollout import Rollout
 from entityrl.env.multiplayer_vec import MultiPlayerVecEnv
 from entityrl.env.vec_env import VecEnv
+from entityrl.nn.rogue_net import RogueNet
 from entityrl.training.async_sampler import AsyncSampler
 from entityrl.training.match import GameResult
 from entityrl.training.player_sampler import PlayerSampler, play
@@ -122,9 +125,17 @@ class AsyncGameSampler(AsyncSampler, PlayerSampler):
 
     _work = staticmethod(_worker_game_rollout)
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        env: MultiPlayerVecEnv,
+        net: RogueNet,
+        steps: int,
+        rng: np.random.Generator,
+        eval_rows: int,
+        seat: Callable[[], Seating] | None = None,
+    ) -> None:
         self._sent: list[Player] | None = None  # the opponents the workers hold
-        super().__init__(*args, **kwargs)
+        super().__init__(env, net, steps, rng, eval_rows, seat=seat)
 
     def _requests(self) -> list[tuple[Any, ...]]:
         self.seating = seating = self.seat()
@@ -138,7 +149,7 @@ class AsyncGameSampler(AsyncSampler, PlayerSampler):
             for k, request in enumerate(super()._requests())
         ]
 
-    def _adopt(self, parts: list[tuple[Any, ...]]) -> Any:
+    def _adopt(self, parts: list[tuple[Any, ...]]) -> Rollout:
         for *_, results in parts:
             self.results += results
         return super()._adopt([part[:3] for part in parts])  # type: ignore[misc]

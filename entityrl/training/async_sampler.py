@@ -95,7 +95,7 @@ def check_async(config: TrainConfig, algorithm: type) -> None:
     ):
         unsupported = (
             f"algo={config.algo} (only on-policy algorithms that sample with the standard "
-            "sampler: ppo, gail, selfplay or your own subclass of PPO)"
+            "sampler: ppo, selfplay or your own subclass of PPO)"
         )
     elif config.world_size > 1:
         unsupported = f"world_size={config.world_size} (one training process only)"
