@@ -18,6 +18,7 @@ Each run is a Trainer in this process, one torch thread (``torch_threads=1``), t
 after another. Prints a markdown section for RESULTS.md.
 
 usage: python benchmarks/async_games.py --throughput [--workers 2 4 8] [--step-ms 2]
+           [--learner ppo.update_epochs=8]
        python benchmarks/async_games.py --learning [--seeds 1 2 3] [--steps 200000]
 """
 
@@ -57,8 +58,9 @@ def throughput(args: argparse.Namespace, tmp: Path) -> list[str]:
     lines = [
         f"CoinDuel by self-play in `SlowGame` (every step waits {args.step_ms} ms), "
         f"{args.games} games x {args.rollout_steps} steps ({samples} samples of the learner's "
-        f"seats) per rollout, {args.iterations} iterations, seed 1; samples/s: the median "
-        "`perf/sps` of the iterations after the first.",
+        f"seats) per rollout, {args.iterations} iterations, seed 1"
+        + (f", learner overrides `{' '.join(args.learner)}`" if args.learner else "")
+        + "; samples/s: the median `perf/sps` of the iterations after the first.",
         "",
         "| mode | workers | samples/s | vs sync, same workers |",
         "|---|---|---|---|",
@@ -70,7 +72,7 @@ def throughput(args: argparse.Namespace, tmp: Path) -> list[str]:
             *QUIET, "algo=selfplay", f"rollout.num_envs={args.games}",
             f"rollout.steps={args.rollout_steps}", f"rollout.processes={workers}",
             f"rollout.mode={mode}", f"total_timesteps={samples * args.iterations}",
-            "seed=1", f"log.run_dir={run}",
+            "seed=1", f"log.run_dir={run}", *args.learner,
         ]  # fmt: skip
         config = load_config("CoinDuel", overrides)
         Trainer(config, game).run()
@@ -139,6 +141,9 @@ def main() -> None:
     parser.add_argument("--games", type=int, default=64)
     parser.add_argument("--rollout-steps", type=int, default=16)
     parser.add_argument("--iterations", type=int, default=6)
+    parser.add_argument(
+        "--learner", nargs="*", default=[], help="overrides, e.g. ppo.update_epochs=8"
+    )
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--steps", type=int, default=200_000)
     parser.add_argument("--processes", type=int, default=2)
