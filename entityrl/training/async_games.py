@@ -18,7 +18,8 @@ process runs in sync mode (:func:`~entityrl.training.player_sampler.play`):
   states of the rows, until the seating names another.
 
 A worker sends back the learner's steps of its games (the acting policy's log-probabilities
-among them) and its finished games, scored for the learner. The learner assembles them in row
+among them, with ``net.memory`` the states it acted from) and its finished games, scored for
+the learner. The learner assembles them in row
 order, exactly as in sync mode, and corrects the lag by V-trace like any async rollout.
 
 Which opponent a rollout meets is decided when it is requested, so the games it reports are
@@ -119,9 +120,11 @@ class AsyncGameSampler(AsyncSampler, PlayerSampler):
     opponents are those of :class:`PlayerSampler` (``seat``, drawn when a rollout is requested;
     :meth:`take_results`), the games are played in the workers (see the module's docstring).
 
-    The opponents' states (a network opponent's memory, a scripted player's rows) live in the
-    workers; :attr:`opponent_states` of this process stays unused (so a checkpoint keeps no
-    opponent memory: ``net.memory`` is refused for games in async mode)."""
+    With ``net.memory`` the workers carry the learner's states of their rows across rollouts
+    (sent back and forth as for single-player environments) and the opponents' states (a
+    network opponent's memory, a scripted player's rows) stay in the workers: this process's
+    :attr:`opponent_states` is unused, and a checkpoint keeps no opponent memory (a resumed
+    run's opponents start theirs afresh)."""
 
     _work = staticmethod(_worker_game_rollout)
 

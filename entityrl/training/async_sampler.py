@@ -123,8 +123,6 @@ def _unsupported_in_games(config: TrainConfig, algorithm: type) -> str | None:
             "algo=poca (its group critic's returns would need a V-trace correction of their "
             "own: use algo=selfplay or algo=ppo)"
         )
-    if config.net.memory:
-        return f"net.memory in {game} (the opponents' memory would stay in the workers)"
     if config.env.decisions.enabled:
         return f"env.decisions in {game}"
     if config.algo == "selfplay" and config.selfplay.mode == "magnet":

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from env.player_envs import Bigger, pick_zero
+from env.player_envs import Bigger, Dropout, pick_zero
 from stop_after import StopAfter
 
 from entityrl.env import GlobalCategoricalAction
@@ -166,24 +166,30 @@ def test_async_self_play_against_a_fixed_random_opponent_and_independent_learner
     assert logged[-1]["async/abs_log_ratio"] > 0
 
 
-def test_an_async_self_play_run_resumes_from_its_checkpoint(tmp_path: Path) -> None:
+@pytest.mark.parametrize("memory", [[], ["net.memory=true", "net.d_model=16", "ppo.seq_len=4"]])
+def test_an_async_self_play_run_resumes_from_its_checkpoint(
+    tmp_path: Path, memory: list[str]
+) -> None:
     run = tmp_path / "run"
     extra = ["total_timesteps=1024", "selfplay.snapshot_every=256", "selfplay.swap_every=256"]
+    extra += memory
     Trainer(config(run, *extra), Bigger, callbacks=[StopAfter(2)]).run()
     pool = load_checkpoint(run)["selfplay"][0]["pool"]
     resumed = Trainer(config(run, *extra), Bigger, resume=run).run()
     assert resumed.steps == 1024
     # After resuming, the first rollout is collected afresh by the learner's policy.
     assert [m["async/policy_lag"] for m in metrics(run)] == [0.0, 1.0, 0.0, 1.0]
-    after = load_checkpoint(run)["selfplay"][0]["pool"]
-    assert len(after["snapshots"]) > len(pool["snapshots"])
+    saved = load_checkpoint(run)
+    assert len(saved["selfplay"][0]["pool"]["snapshots"]) > len(pool["snapshots"])
+    # The opponent's memory stays in the workers; the learner's is saved as in sync mode.
+    assert saved["selfplay"][0]["opponent_memory"] is None
+    assert ("memory" in saved) == bool(memory)
 
 
 @pytest.mark.parametrize(
     ("extra", "unsupported"),
     [
         (["algo=poca"], "algo=poca (its group critic's returns"),
-        (["net.memory=true"], "net.memory in a multi-player game"),
         (["env.decisions.period=2"], "env.decisions in a multi-player game"),
         (["selfplay.mode=magnet"], "selfplay.mode=magnet"),
         (["world_size=2"], "world_size=2"),
@@ -219,3 +225,42 @@ def test_slow_game_waits_before_each_step_and_plays_the_wrapped_game() -> None:
         SlowGame("CherryPick")
     with pytest.raises(ValueError, match="SlowGame: step_ms must be >= 0 milliseconds, got -1"):
         SlowGame(step_ms=-1.0)
+
+
+def test_with_memory_and_no_update_the_learner_replays_a_worker_rollout_as_it_was_acted() -> None:
+    """net.memory: the workers carry the learner's and the opponent's states of their rows
+    across rollouts; the learner's replay of its seats (from the states stored at the first
+    step, reset where a seat's episode ended or it was not in play) gives back the acting
+    log-probabilities and values."""
+    config = RogueNetConfig(d_model=16, n_layer=1, memory=True)
+    with ProcessPlayerVecEnv(Dropout, num_games=6, seed=0, num_workers=2) as env:
+        torch.manual_seed(0)
+        net = RogueNet(env.obs_space, env.action_space, config)
+        with torch.no_grad():  # a memory that matters: a large projection of the state
+            net.memory.proj.weight.mul_(20.0)  # type: ignore[union-attr]
+        opponent = NetworkPlayer(
+            RogueNet(env.obs_space, env.action_space, config), torch.Generator()
+        )
+        seating = Seating(np.array([-1, 0, 0] * 3 + [0, -1, 0] * 3), [opponent])
+        sampler = RecordingSampler(
+            env, net, 5, np.random.default_rng(1), eval_rows=10, seat=lambda: seating
+        )
+        sampler.collect()
+        sampler.after_update()
+        acted = sampler.acted["choice"]
+        rollout = sampler.collect()
+        sampler.after_update()
+    assert rollout.states is not None and np.abs(rollout.states[:6]).max() > 0  # carried over
+    assert rollout.dones.any() and not rollout.dones.all()
+    np.testing.assert_allclose(rollout.logprobs["choice"].data[:, 0], acted, atol=1e-5)
+    np.testing.assert_allclose(rollout.ratios, 1.0, atol=1e-5)
+
+
+def test_async_independent_learners_with_memory_train_on_a_game(tmp_path: Path) -> None:
+    extra = ["algo=ppo", "net.memory=true", "net.d_model=16", "ppo.seq_len=4"]
+    extra += ["total_timesteps=576", "rollout.num_envs=8", "rollout.steps=8"]
+    Trainer(config(tmp_path / "run", *extra), Dropout).run()
+    logged = metrics(tmp_path / "run")
+    assert [m["async/policy_lag"] for m in logged] == [0.0, 1.0, 1.0]
+    assert all(np.isfinite(m["loss/policy_loss"]) for m in logged)
+    assert logged[-1]["async/abs_log_ratio"] > 0

@@ -301,7 +301,9 @@ class SelfPlay(PPO):
 
     def state_dict(self) -> dict[str, Any]:
         state = super().state_dict()
-        memory = self.sampler.opponent_states.get(self.current_opponent)
+        # With async workers the opponent's memory stays in the workers (AsyncGameSampler).
+        async_workers = isinstance(self.sampler, AsyncGameSampler)
+        memory = None if async_workers else self.sampler.opponent_states.get(self.current_opponent)
         state["selfplay"] = {
             "pool": self.pool.state_dict(),
             "last_snapshot": self.last_snapshot,
