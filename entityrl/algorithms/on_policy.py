@@ -63,7 +63,9 @@ class OnPolicyAlgorithm(Algorithm):
         decisions = ctx.config.env.decisions.enabled
         if ctx.config.rollout.mode == "async":
             if isinstance(ctx.env, MultiPlayerVecEnv):  # the learner in every seat
-                return AsyncGameSampler(ctx.env, ctx.net, steps, ctx.rng, ctx.config.optim.bs)
+                return AsyncGameSampler(
+                    ctx.env, ctx.net, steps, ctx.rng, ctx.config.optim.bs, decisions=decisions
+                )
             return AsyncSampler(ctx.env, ctx.net, steps, ctx.rng, ctx.config.optim.bs, decisions)
         return make_sampler(ctx.env, ctx.net, steps, ctx.rng, ctx.generator, decisions)
 

@@ -41,7 +41,7 @@ from entityrl.algorithms.common.rollout import Rollout
 from entityrl.env.multiplayer_vec import MultiPlayerVecEnv
 from entityrl.env.vec_env import VecEnv
 from entityrl.nn.rogue_net import RogueNet
-from entityrl.training.async_sampler import AsyncSampler
+from entityrl.training.async_sampler import AsyncSampler, refusal
 from entityrl.training.match import GameResult
 from entityrl.training.player_sampler import PlayerSampler, play
 from entityrl.training.players import (
@@ -136,7 +136,10 @@ class AsyncGameSampler(AsyncSampler, PlayerSampler):
         rng: np.random.Generator,
         eval_rows: int,
         seat: Callable[[], Seating] | None = None,
+        decisions: bool = False,
     ) -> None:
+        if decisions:  # a game given as a class escapes check_async, which reads env.id
+            raise refusal(f"env.decisions in a multi-player game ({env.name})")
         self._sent: list[Player] | None = None  # the opponents the workers hold
         super().__init__(env, net, steps, rng, eval_rows, seat=seat)
 

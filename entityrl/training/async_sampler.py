@@ -107,15 +107,19 @@ def check_async(config: TrainConfig, algorithm: type) -> None:
     elif game:
         unsupported = _unsupported_in_games(config, algorithm)
     if unsupported is not None:
-        raise ConfigError(
-            f"rollout.mode=async does not support {unsupported}; use rollout.mode=sync"
-        )
+        raise refusal(unsupported)
+
+
+def refusal(unsupported: str) -> ConfigError:
+    """The one-line error for what ``rollout.mode=async`` does not support."""
+    return ConfigError(f"rollout.mode=async does not support {unsupported}; use rollout.mode=sync")
 
 
 def _unsupported_in_games(config: TrainConfig, algorithm: type) -> str | None:
     """What async sampling of a multi-player game (:mod:`entityrl.training.async_games`) does
     not support, if ``config`` asks for it."""
     from entityrl.algorithms.poca.algorithm import POCA
+    from entityrl.algorithms.self_play.algorithm import SelfPlay
 
     game = f"a multi-player game ({config.env.id or 'the given game'})"
     if issubclass(algorithm, POCA):
@@ -125,7 +129,7 @@ def _unsupported_in_games(config: TrainConfig, algorithm: type) -> str | None:
         )
     if config.env.decisions.enabled:
         return f"env.decisions in {game}"
-    if config.algo == "selfplay" and config.selfplay.mode == "magnet":
+    if issubclass(algorithm, SelfPlay) and config.selfplay.mode == "magnet":
         return "selfplay.mode=magnet (the learner in every seat: use selfplay.mode=pool)"
     return None
 

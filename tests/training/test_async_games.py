@@ -186,6 +186,14 @@ def test_an_async_self_play_run_resumes_from_its_checkpoint(
     assert ("memory" in saved) == bool(memory)
 
 
+def test_decisions_in_a_game_given_as_a_class_are_refused_when_the_sampler_is_built() -> None:
+    with (
+        ProcessPlayerVecEnv(Bigger, num_games=2, seed=0, num_workers=2) as env,
+        pytest.raises(ConfigError, match=re.escape("does not support env.decisions in a")),
+    ):
+        AsyncGameSampler(env, network(env), 2, np.random.default_rng(0), 8, decisions=True)
+
+
 @pytest.mark.parametrize(
     ("extra", "unsupported"),
     [

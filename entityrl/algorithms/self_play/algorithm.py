@@ -160,7 +160,7 @@ class SelfPlay(PPO):
         if ctx.config.rollout.mode == "async":  # the games played in the workers
             return AsyncGameSampler(
                 ctx.env, ctx.net, ctx.config.rollout.steps, ctx.rng, ctx.config.optim.bs,
-                seat=self.seat,
+                seat=self.seat, decisions=ctx.config.env.decisions.enabled,
             )  # fmt: skip
         return PlayerSampler(
             ctx.env,  # type: ignore[arg-type]
