@@ -19,8 +19,9 @@ process runs in sync mode (:func:`~entityrl.training.player_sampler.play`):
 
 A worker sends back the learner's steps of its games (the acting policy's log-probabilities
 among them, with ``net.memory`` the states it acted from) and its finished games, scored for
-the learner. The learner assembles them in row
-order, exactly as in sync mode, and corrects the lag by V-trace like any async rollout.
+the learner. The learner assembles the steps in the rows and order of sync mode and corrects
+the lag by V-trace like any async rollout; the games are rated worker after worker (in sync
+mode, step after step).
 
 Which opponent a rollout meets is decided when it is requested, so the games it reports are
 rated against that opponent: the request for the next rollout leaves after this iteration's
