@@ -166,6 +166,14 @@ def test_async_self_play_against_a_fixed_random_opponent_and_independent_learner
     assert logged[-1]["async/abs_log_ratio"] > 0
 
 
+def test_async_self_play_draws_its_opponents_from_the_nash_mixture(tmp_path: Path) -> None:
+    extra = ["total_timesteps=2048", "selfplay.opponent_mix=nash", "selfplay.play_latest=0"]
+    Trainer(config(tmp_path / "run", *extra, "selfplay.meta_games=20"), Bigger).run()
+    logged = metrics(tmp_path / "run")
+    assert [m["selfplay/pool"] for m in logged] == [1.0, 1.0, 2.0, 2.0, 3.0, 3.0, 4.0, 4.0]
+    assert logged[-1]["selfplay/meta_steps"] > 0 and logged[-1]["async/policy_lag"] == 1.0
+
+
 @pytest.mark.parametrize("memory", [[], ["net.memory=true", "net.d_model=16", "ppo.seq_len=4"]])
 def test_an_async_self_play_run_resumes_from_its_checkpoint(
     tmp_path: Path, memory: list[str]
