@@ -14,12 +14,16 @@ Learning: CoinDuel's shipped config for ``--steps`` steps per seed, sync and asy
 a uniformly random player, seats alternating. Reported: wins/draws/losses, the score
 ((wins + draws / 2) / games), and the run's wall time.
 
+MA-POCA (``--poca``): GuardedExit's shipped config for ``--steps`` steps per seed, sync and
+async; the group return of ``--games-eval`` evaluation games.
+
 Each run is a Trainer in this process, one torch thread (``torch_threads=1``), the runs one
 after another. Prints a markdown section for RESULTS.md.
 
 usage: python benchmarks/async_games.py --throughput [--workers 2 4 8] [--step-ms 2]
            [--learner ppo.update_epochs=8]
        python benchmarks/async_games.py --learning [--seeds 1 2 3] [--steps 200000]
+       python benchmarks/async_games.py --poca [--seeds 1 2 3] [--steps 150000]
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from entityrl.envs import make_vec
 from entityrl.envs.slow import SlowGame
 from entityrl.nn.rogue_net import RogueNet
 from entityrl.training import Trainer, load_agent, load_config
-from entityrl.training.match import MatchResult, load_opponent, play_match
+from entityrl.training.match import MatchResult, load_opponent, play_group, play_match
 from entityrl.training.players import NetworkPlayer
 
 EVAL_SEED = 12345
@@ -95,6 +99,34 @@ def row(seed: int, mode: str, result: MatchResult, games: int, seconds: str) -> 
     return f"| {seed} | {mode} | {result.wins}/{result.draws}/{result.losses} | {score:.3f} | {seconds} |"
 
 
+def cooperative(args: argparse.Namespace, tmp: Path) -> list[str]:
+    """MA-POCA on GuardedExit, sync against async: the group return over evaluation games."""
+    lines = [
+        f"GuardedExit by MA-POCA, shipped config, {args.steps:,} steps (all players' rows), "
+        f"{args.processes} worker processes, one torch thread; then the group return over "
+        f"{args.games_eval} games (sampled actions, every seat the agent's) from seed {EVAL_SEED}.",
+        "",
+        "| seed | mode | group return | wall s |",
+        "|---|---|---|---|",
+    ]
+    for seed in args.seeds:
+        for mode in ("sync", "async"):
+            run = tmp / f"coop-{mode}-{seed}"
+            overrides = [
+                *QUIET, f"rollout.processes={args.processes}", f"rollout.mode={mode}",
+                f"total_timesteps={args.steps}", f"seed={seed}", f"log.run_dir={run}",
+            ]  # fmt: skip
+            started = time.perf_counter()
+            Trainer(load_config("GuardedExit", overrides)).run()
+            seconds = time.perf_counter() - started
+            agent = load_agent(run, seed=0)
+            with make_vec("GuardedExit", 50, seed=EVAL_SEED) as env:
+                group = play_group(NetworkPlayer(agent.net, agent.generator), env, args.games_eval)
+            lines.append(f"| {seed} | {mode} | {group.mean():.3f} | {seconds:.0f} |")
+            print(lines[-1], flush=True)
+    return lines
+
+
 def learning(args: argparse.Namespace, tmp: Path) -> list[str]:
     lines = [
         f"CoinDuel by self-play, shipped config, {args.steps:,} steps of the learner's seats, "
@@ -136,6 +168,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--throughput", action="store_true")
     parser.add_argument("--learning", action="store_true")
+    parser.add_argument("--poca", action="store_true", help="MA-POCA on GuardedExit")
     parser.add_argument("--workers", type=int, nargs="+", default=[2, 4, 8])
     parser.add_argument("--step-ms", type=float, default=2.0)
     parser.add_argument("--games", type=int, default=64)
@@ -155,6 +188,8 @@ def main() -> None:
             print("\n".join(throughput(args, Path(tmp))))
         if args.learning:
             print("\n".join(learning(args, Path(tmp))))
+        if args.poca:
+            print("\n".join(cooperative(args, Path(tmp))))
 
 
 if __name__ == "__main__":

@@ -118,15 +118,9 @@ def refusal(unsupported: str) -> ConfigError:
 def _unsupported_in_games(config: TrainConfig, algorithm: type) -> str | None:
     """What async sampling of a multi-player game (:mod:`entityrl.training.async_games`) does
     not support, if ``config`` asks for it."""
-    from entityrl.algorithms.poca.algorithm import POCA
     from entityrl.algorithms.self_play.algorithm import SelfPlay
 
     game = f"a multi-player game ({config.env.id or 'the given game'})"
-    if issubclass(algorithm, POCA):
-        return (
-            "algo=poca (its group critic's returns would need a V-trace correction of their "
-            "own: use algo=selfplay or algo=ppo)"
-        )
     if config.env.decisions.enabled:
         return f"env.decisions in {game}"
     if issubclass(algorithm, SelfPlay) and config.selfplay.mode == "magnet":

@@ -14,6 +14,8 @@ import torch
 from env.player_envs import Bigger, Dropout, pick_zero
 from stop_after import StopAfter
 
+from entityrl.algorithms.poca.algorithm import POCA
+from entityrl.algorithms.poca.critic import group_returns, group_rewards
 from entityrl.env import GlobalCategoricalAction
 from entityrl.env.multiplayer_vec import PlayerVecEnv
 from entityrl.env.multiplayer_workers import ProcessPlayerVecEnv
@@ -174,6 +176,43 @@ def test_async_self_play_draws_its_opponents_from_the_nash_mixture(tmp_path: Pat
     assert logged[-1]["selfplay/meta_steps"] > 0 and logged[-1]["async/policy_lag"] == 1.0
 
 
+def test_async_poca_corrects_its_group_returns_by_the_agents_ratios(tmp_path: Path) -> None:
+    """A lagged rollout's group targets are V-trace's with the product of the group's agents'
+    truncated ratios, and each agent's advantage (target - its baseline) is weighed by its own
+    ratio; the first rollout (lag 0) has no ratios."""
+    seen = []
+    estimate = POCA.estimate
+
+    def recording(self: POCA, rollout) -> None:  # type: ignore[no-untyped-def]
+        estimate(self, rollout)
+        with torch.no_grad():  # the critic's view, as estimate saw it
+            values, baselines = self.critic(
+                rollout.obs, rollout.actions, self._present(rollout.active)
+            )
+            following, _ = self.critic(rollout.next_obs, {}, self._present(rollout.next_obs.active))
+        critic = (values.numpy(), baselines.numpy().reshape(-1), following.numpy())
+        seen.append((self.targets, rollout, critic, self.ctx.config.ppo))
+
+    extra = ["algo=poca", "total_timesteps=576", "rollout.num_envs=8", "rollout.steps=8"]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(POCA, "estimate", recording)
+        Trainer(config(tmp_path / "run", *extra), Dropout).run()
+    assert [m["async/policy_lag"] for m in metrics(tmp_path / "run")] == [0.0, 1.0, 1.0]
+    assert seen[0][1].ratios is None
+    targets, rollout, (values, baselines, following), ppo = seen[-1]
+    ratios = rollout.ratios
+    assert ratios is not None and 0 < ratios.min() < 0.99 and ratios.max() == 1.0
+    steps, rows = ratios.shape
+    rewards = group_rewards(rollout.rewards, rollout.group_rewards, rollout.active, 3)
+    over = rollout.game_over.reshape(steps, rows // 3, 3)[..., 0]
+    args = (rewards, values.reshape(steps, -1), over, following, ppo.gamma, ppo.gae_lambda)
+    group = ratios.reshape(steps, rows // 3, 3).prod(-1)
+    np.testing.assert_allclose(targets, group_returns(*args, group), rtol=1e-5, atol=1e-5)
+    assert np.abs(targets - group_returns(*args)).max() > 1e-3  # the correction matters
+    weighed = (np.repeat(targets.reshape(-1), 3) - baselines) * ratios.reshape(-1)
+    np.testing.assert_allclose(rollout.advantages, weighed, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("memory", [[], ["net.memory=true", "net.d_model=16", "ppo.seq_len=4"]])
 def test_an_async_self_play_run_resumes_from_its_checkpoint(
     tmp_path: Path, memory: list[str]
@@ -205,7 +244,6 @@ def test_decisions_in_a_game_given_as_a_class_are_refused_when_the_sampler_is_bu
 @pytest.mark.parametrize(
     ("extra", "unsupported"),
     [
-        (["algo=poca"], "algo=poca (its group critic's returns"),
         (["env.decisions.period=2"], "env.decisions in a multi-player game"),
         (["selfplay.mode=magnet"], "selfplay.mode=magnet"),
         (["world_size=2"], "world_size=2"),
