@@ -1,5 +1,5 @@
-"""Asynchronous sampling of multi-player games (``rollout.mode=async`` with ``algo=selfplay``, or
-``algo=ppo`` on a game): workers that own whole games and play every seat of them.
+"""Asynchronous sampling of multi-player games (``rollout.mode=async`` with ``algo=selfplay``,
+``algo=poca`` or ``algo=ppo`` on a game): workers that own whole games and play every seat.
 
 In sync mode the games may step in worker processes, but every player's policy acts in the
 training process (:class:`~entityrl.training.player_sampler.PlayerSampler`). Here each worker of

@@ -95,7 +95,7 @@ class RolloutConfig:
     """sync: the workers wait while the learner updates (bit-exact on resume). async: they
     collect the next rollout meanwhile, with the parameters of one update earlier (corrected
     by V-trace); needs rollout.processes >= 2, world_size=1 and an on-policy algorithm (in
-    multi-player games: selfplay in pool mode or ppo, without env.decisions). See
+    multi-player games: selfplay in pool mode, poca or ppo, without env.decisions). See
     docs/scaling.md."""
     backend: str = "local"
     """Where the rollout.processes workers run. local: processes on this machine. ray: Ray
