@@ -48,6 +48,9 @@ Decisions (``env.decisions``). A row without a decision has no actors, so its ra
 the advantages run over each row's decisions with the decisions' ratios
 (:func:`~entityrl.algorithms.common.gae.decision_gae`).
 
+Multi-player games (self-play, MA-POCA, independent learners): the workers own whole games and
+play every seat, :mod:`entityrl.training.async_games`.
+
 Checkpoints are written between iterations, when no rollout is in flight. The one received
 after the last update is not in the checkpoint: a resumed run continues the environments from
 where that rollout left them and collects its next rollout afresh, so it is not
@@ -95,7 +98,7 @@ def check_async(config: TrainConfig, algorithm: type) -> None:
     ):
         unsupported = (
             f"algo={config.algo} (only on-policy algorithms that sample with the standard "
-            "sampler: ppo, selfplay or your own subclass of PPO)"
+            "sampler: ppo, selfplay, poca or your own subclass of PPO)"
         )
     elif config.world_size > 1:
         unsupported = f"world_size={config.world_size} (one training process only)"
