@@ -19,7 +19,9 @@ import torch
 
 from entityrl.algorithms.base import Algorithm, Context, Iteration
 from entityrl.algorithms.common.rollout import Rollout
+from entityrl.env.multiplayer_vec import MultiPlayerVecEnv
 from entityrl.env.vec_obs import VecObs
+from entityrl.training.async_games import AsyncGameSampler
 from entityrl.training.async_sampler import AsyncSampler
 from entityrl.training.config import ConfigError, TrainConfig
 from entityrl.training.sampler import Sampler, make_sampler
@@ -60,6 +62,10 @@ class OnPolicyAlgorithm(Algorithm):
         steps = ctx.config.rollout.steps
         decisions = ctx.config.env.decisions.enabled
         if ctx.config.rollout.mode == "async":
+            if isinstance(ctx.env, MultiPlayerVecEnv):  # the learner in every seat
+                return AsyncGameSampler(
+                    ctx.env, ctx.net, steps, ctx.rng, ctx.config.optim.bs, decisions=decisions
+                )
             return AsyncSampler(ctx.env, ctx.net, steps, ctx.rng, ctx.config.optim.bs, decisions)
         return make_sampler(ctx.env, ctx.net, steps, ctx.rng, ctx.generator, decisions)
 

@@ -26,11 +26,11 @@ player) is no decision either. See docs/decisions.md.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from entityrl.env.environment import Environment, SimulationWrapper
-from entityrl.env.multiplayer import MultiPlayerEnvironment, PlayerActions
+from entityrl.env.multiplayer import GameWrapper, MultiPlayerEnvironment, PlayerActions
 from entityrl.env.observation import Action, Observation
 from entityrl.env.spaces import ActionSpace, ObsSpace
 from entityrl.env.validator import EnvValidationError, validate_actions
@@ -224,7 +224,7 @@ class DecidingEnvironment(SimulationWrapper, Environment):
         return self._clock.present(obs, requested)
 
 
-class DecidingGame(SimulationWrapper, MultiPlayerEnvironment):
+class DecidingGame(GameWrapper):
     """``game`` with each player deciding at the times ``decisions`` gives it (see the
     module); a player's clock starts with its first observation of a game."""
 
@@ -244,21 +244,6 @@ class DecidingGame(SimulationWrapper, MultiPlayerEnvironment):
             player: _Clock(decisions.schedule(player), decisions.between, *spaces)
             for player in players
         }
-
-    def players(self) -> Sequence[str]:
-        return self.env.players()
-
-    def obs_space(self) -> ObsSpace:
-        return self.env.obs_space()
-
-    def action_space(self) -> Mapping[str, ActionSpace]:
-        return self.env.action_space()
-
-    def groups(self) -> Mapping[str, str]:
-        return self.env.groups()
-
-    def group_reward(self) -> Mapping[str, float]:
-        return self.env.group_reward()
 
     def reset(self) -> dict[str, Observation]:
         first = self.env.reset()

@@ -25,7 +25,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 
-from entityrl.env.environment import Simulation
+from entityrl.env.environment import Simulation, SimulationWrapper
 from entityrl.env.observation import Action, Observation
 from entityrl.env.spaces import ActionSpace, ObsSpace
 
@@ -71,3 +71,25 @@ class MultiPlayerEnvironment(Simulation, ABC):
         """Per group, the reward its players share for the latest step, on top of their own
         (players that have left included: the group's success is theirs too)."""
         return {}
+
+
+class GameWrapper(SimulationWrapper, MultiPlayerEnvironment):
+    """A game around another (``env``): its players, spaces and groups are the wrapped game's,
+    and seeding, drawing and closing go to it; a subclass says how it resets and steps."""
+
+    env: MultiPlayerEnvironment
+
+    def players(self) -> Sequence[str]:
+        return self.env.players()
+
+    def obs_space(self) -> ObsSpace:
+        return self.env.obs_space()
+
+    def action_space(self) -> Mapping[str, ActionSpace]:
+        return self.env.action_space()
+
+    def groups(self) -> Mapping[str, str]:
+        return self.env.groups()
+
+    def group_reward(self) -> Mapping[str, float]:
+        return self.env.group_reward()

@@ -6,6 +6,11 @@ stepping in worker processes wait at once. That is the case asynchronous samplin
 (``rollout.mode=async``, docs/scaling.md) is measured on (benchmarks/scaling.py)::
 
     entityrl train CherryPick env.id=Slow env.kwargs.step_ms=2 rollout.processes=8
+
+:class:`SlowGame` does the same for a multi-player game (each step of the game waits once, for
+all its players). It is not registered (the registry's names are its shipped environments): a
+run gives it as the environment factory, e.g.
+``Trainer(config, functools.partial(SlowGame, "CoinDuel", 2.0))`` (benchmarks/async_games.py).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from typing import Any
 
 from entityrl.env import Action, Environment, Observation
 from entityrl.env.environment import SimulationWrapper
+from entityrl.env.multiplayer import GameWrapper, MultiPlayerEnvironment, PlayerActions
 from entityrl.env.spaces import ActionSpace, ObsSpace
 
 
@@ -29,8 +35,7 @@ class Slow(SimulationWrapper, Environment):
     ) -> None:
         from entityrl.envs import make
 
-        if not step_ms >= 0:
-            raise ValueError(f"Slow: step_ms must be >= 0 milliseconds, got {step_ms}")
+        self.delay = _delay("Slow", step_ms)
         try:
             self.env: Environment = make(env, **(kwargs or {}))
         except (KeyError, TypeError) as err:
@@ -43,7 +48,6 @@ class Slow(SimulationWrapper, Environment):
                 f"Slow: env must be a single-player Environment; {env!r} is a "
                 f"{type(self.env).__name__}"
             )
-        self.delay = step_ms / 1000.0
 
     def obs_space(self) -> ObsSpace:
         return self.env.obs_space()
@@ -57,3 +61,36 @@ class Slow(SimulationWrapper, Environment):
     def act(self, actions: Mapping[str, Action]) -> Observation:
         time.sleep(self.delay)
         return self.env.act(actions)
+
+
+class SlowGame(GameWrapper):
+    """The multi-player game registered as ``game`` (built with ``kwargs``), each of whose steps
+    first waits ``step_ms`` milliseconds; resets do not wait."""
+
+    def __init__(
+        self, game: str = "CoinDuel", step_ms: float = 2.0, kwargs: dict[str, Any] | None = None
+    ) -> None:
+        from entityrl.envs import make
+
+        self.delay = _delay("SlowGame", step_ms)
+        built = make(game, **(kwargs or {}))
+        if not isinstance(built, MultiPlayerEnvironment):
+            raise ValueError(
+                f"SlowGame: game must name a registered multi-player game; {game!r} is a "
+                f"{type(built).__name__}"
+            )
+        self.env = built
+
+    def reset(self) -> dict[str, Observation]:
+        return self.env.reset()
+
+    def act(self, actions: PlayerActions) -> dict[str, Observation]:
+        time.sleep(self.delay)
+        return self.env.act(actions)
+
+
+def _delay(wrapper: str, step_ms: float) -> float:
+    """``step_ms`` in seconds; a ValueError naming ``wrapper`` if it is not >= 0."""
+    if not step_ms >= 0:
+        raise ValueError(f"{wrapper}: step_ms must be >= 0 milliseconds, got {step_ms}")
+    return step_ms / 1000.0

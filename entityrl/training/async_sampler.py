@@ -48,6 +48,9 @@ Decisions (``env.decisions``). A row without a decision has no actors, so its ra
 the advantages run over each row's decisions with the decisions' ratios
 (:func:`~entityrl.algorithms.common.gae.decision_gae`).
 
+Multi-player games (self-play, MA-POCA, independent learners): the workers own whole games and
+play every seat, :mod:`entityrl.training.async_games`.
+
 Checkpoints are written between iterations, when no rollout is in flight. The one received
 after the last update is not in the checkpoint: a resumed run continues the environments from
 where that rollout left them and collects its next rollout afresh, so it is not
@@ -58,6 +61,7 @@ from __future__ import annotations
 
 import time
 import warnings
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -71,7 +75,7 @@ from entityrl.nn.recurrent import fresh_episodes
 from entityrl.nn.rogue_net import RogueNet
 from entityrl.ragged import RaggedArray
 from entityrl.training.config import ConfigError, TrainConfig
-from entityrl.training.sampler import WorkerSampler, _worker_rollout
+from entityrl.training.sampler import WorkerSampler
 
 
 class NotReproducibleWarning(UserWarning):
@@ -83,29 +87,48 @@ def check_async(config: TrainConfig, algorithm: type) -> None:
     if config.rollout.mode != "async":
         return
     from entityrl.algorithms.on_policy import OnPolicyAlgorithm
+    from entityrl.algorithms.poca.algorithm import POCA
+    from entityrl.algorithms.self_play.algorithm import SelfPlay
 
+    game = _is_multiplayer(config.env.id) or issubclass(algorithm, (SelfPlay, POCA))
     unsupported = None
     if not (
         issubclass(algorithm, OnPolicyAlgorithm)
-        and algorithm.make_sampler is OnPolicyAlgorithm.make_sampler
+        and algorithm.make_sampler in (OnPolicyAlgorithm.make_sampler, SelfPlay.make_sampler)
     ):
         unsupported = (
             f"algo={config.algo} (only on-policy algorithms that sample with the standard "
-            "sampler: ppo, gail or your own subclass of PPO)"
+            "sampler: ppo, selfplay, poca or your own subclass of PPO)"
         )
     elif config.world_size > 1:
         unsupported = f"world_size={config.world_size} (one training process only)"
-    elif _is_multiplayer(config.env.id):
-        unsupported = f"the multi-player game {config.env.id}"
     elif config.rollout.processes < 2:
         unsupported = (
             f"rollout.processes={config.rollout.processes} (the environments step in worker "
             "processes: set rollout.processes >= 2)"
         )
+    elif game:
+        unsupported = _unsupported_in_games(config, algorithm)
     if unsupported is not None:
-        raise ConfigError(
-            f"rollout.mode=async does not support {unsupported}; use rollout.mode=sync"
-        )
+        raise refusal(unsupported)
+
+
+def refusal(unsupported: str) -> ConfigError:
+    """The one-line error for what ``rollout.mode=async`` does not support."""
+    return ConfigError(f"rollout.mode=async does not support {unsupported}; use rollout.mode=sync")
+
+
+def _unsupported_in_games(config: TrainConfig, algorithm: type) -> str | None:
+    """What async sampling of a multi-player game (:mod:`entityrl.training.async_games`) does
+    not support, if ``config`` asks for it."""
+    from entityrl.algorithms.self_play.algorithm import SelfPlay
+
+    game = f"a multi-player game ({config.env.id or 'the given game'})"
+    if config.env.decisions.enabled:
+        return f"env.decisions in {game}"
+    if issubclass(algorithm, SelfPlay) and config.selfplay.mode == "magnet":
+        return "selfplay.mode=magnet (the learner in every seat: use selfplay.mode=pool)"
+    return None
 
 
 def _is_multiplayer(env_id: str) -> bool:
@@ -139,6 +162,7 @@ class AsyncSampler(WorkerSampler):
         rng: np.random.Generator,
         eval_rows: int,
         decisions: bool = False,
+        **sampler: Any,
     ) -> None:
         if not isinstance(env, ProcessVecEnv):
             raise ConfigError(
@@ -150,7 +174,7 @@ class AsyncSampler(WorkerSampler):
                 "rollout.mode=async runs the policy in CPU worker processes; the network is "
                 f"on {net.device}: set device=cpu"
             )
-        super().__init__(env, net, steps, rng, decisions)
+        super().__init__(env, net, steps, rng, decisions, **sampler)
         self.eval_rows = eval_rows
         self.version = 0
         """Updates the learner has made."""
@@ -172,7 +196,7 @@ class AsyncSampler(WorkerSampler):
         else:
             rollout, self._metrics = self._next, self._next_metrics
             self._next = None
-        self.env.start_call(_worker_rollout, self._requests())
+        self.env.start_call(self._work, self._requests())
         self._sent_version = self.version
         return rollout
 

@@ -86,15 +86,17 @@ class RolloutConfig:
     processes: int = 1
     """Worker processes stepping the environments, each running a copy of the policy on its
     share of them (1: step them in the training process). Multi-player games are split a
-    whole game at a time, and their players' policies run in the training process."""
+    whole game at a time, and their players' policies run in the training process (with
+    mode=async, in the workers)."""
     worker_timeout: float = 600.0
     """Seconds a worker process may take to answer (a whole rollout of its share) before it
     is taken for stopped or stuck, killed, and the run stopped with a line naming it."""
     mode: str = "sync"
     """sync: the workers wait while the learner updates (bit-exact on resume). async: they
     collect the next rollout meanwhile, with the parameters of one update earlier (corrected
-    by V-trace); needs rollout.processes >= 2, a single-player game, no net.memory,
-    world_size=1 and an on-policy algorithm. See docs/scaling.md."""
+    by V-trace); needs rollout.processes >= 2, world_size=1 and an on-policy algorithm (in
+    multi-player games: selfplay in pool mode, poca or ppo, without env.decisions). See
+    docs/scaling.md."""
     backend: str = "local"
     """Where the rollout.processes workers run. local: processes on this machine. ray: Ray
     actors anywhere in a Ray cluster (pip install 'entityrl[ray]'; see docs/scaling.md)."""

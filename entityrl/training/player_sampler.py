@@ -25,6 +25,7 @@ from entityrl.algorithms.common.rollout import Rollout
 from entityrl.env.multiplayer_vec import MultiPlayerVecEnv
 from entityrl.env.vec_obs import VecObs
 from entityrl.nn.rogue_net import RogueNet
+from entityrl.training.agent import Agent
 from entityrl.training.match import GameResult, score_games
 from entityrl.training.players import PlayerStates, Seating, episode_over, merge_actions
 from entityrl.training.sampler import Sampler, _act, _Step, _truncation_values, with_cut_offs
@@ -63,69 +64,92 @@ class PlayerSampler(Sampler):
         return int(self.seating.learner_rows.shape[0])
 
     def collect(self) -> Rollout:
-        self.seating = seating = self.seat()
-        learner = seating.learner_rows
-        opponents = seating.opponent_rows()
-        self.opponent_states.keep(seating.opponents)
-        # With the learner in every seat (independent learners, MA-POCA) the batch is its own.
-        everywhere = not opponents
-        obs = self.obs
-        steps: list[_Step] = []
-        for _ in range(self.steps):
-            mine = obs if everywhere else obs.take(learner)
-            transition = _act(self.agent, mine, None if everywhere else learner)
-            transition.active = _active(obs, learner)
-            parts = [(learner, transition.actions)]
-            for player, rows in opponents:
-                parts.append((rows, self.opponent_states.act(player, obs.take(rows), rows)))
-            after = self.env.act(
-                transition.actions if everywhere else merge_actions(parts, self.env.num_envs)
-            )
-            # Rows not in play count as ended too: nothing of them carries over to the episode
-            # that starts in the row later, neither returns nor memory (PPO's replay of the
-            # chunks resets the state after every done, where the sampler reset it).
-            over = episode_over(obs, after)
-            transition.reward, transition.done = after.reward[learner], over[learner]
-            transition.group_reward = after.group_reward[learner]  # type: ignore[index]
-            transition.game_over = after.game_over[learner]  # type: ignore[index]
-            state = self.state
-            transition.bootstrap = _truncation_values(
-                self.net,
-                after if everywhere else _learner_view(after, learner),
-                state if everywhere or state is None else state[torch.from_numpy(learner)],
-            )
-            steps.append((transition, self._learner_metrics(after, learner)))
-            self.agent.end_episodes(over)
-            self.opponent_states.restart(over)
-            obs = after
-        self.obs = obs
-        return self._rollout(
-            [steps],
-            obs if everywhere else obs.take(learner),
-            None if self.state is None else self.state[learner],
+        self.seating = self.seat()
+        steps, self.obs, results = play(
+            self.agent, self.env, self.obs, self.steps, self.seating, self.opponent_states
         )
+        self.results += results
+        return self._rollout([steps], *self.learner_next(self.obs, self.state))
 
-    def _learner_metrics(
-        self, obs: VecObs, learner: npt.NDArray[np.int64]
-    ) -> dict[str, npt.NDArray[np.float64]]:
-        """The metrics of the learner's players whose games ended; scores the games."""
-        if obs.game_over is None or not obs.game_over.any():
-            return {}
-        ended = np.flatnonzero(obs.game_over)
-        mine = np.isin(ended, learner)
-        self.results += score_games(
-            self.seating.owner[ended], obs.metrics["episode_return"], len(self.env.players)
-        )
-        learners = np.zeros(obs.num_rows, dtype=np.bool_)
-        learners[ended[mine]] = True
-        return with_cut_offs(
-            {key: values[mine] for key, values in obs.metrics.items()}, obs, learners
-        )
+    def learner_next(
+        self, obs: VecObs, state: torch.Tensor | None
+    ) -> tuple[VecObs, torch.Tensor | None]:
+        """What follows the rollout's last step for the learner: its rows of the batch's
+        latest observation ``obs`` and of the policy's ``state`` (all of them, the learner
+        everywhere)."""
+        learner = self.seating.learner_rows
+        if learner.shape[0] == obs.num_rows:
+            return obs, state
+        return obs.take(learner), None if state is None else state[learner]
 
     def take_results(self) -> list[GameResult]:
         """The games scored since the last call."""
         results, self.results = self.results, []
         return results
+
+
+def play(
+    agent: Agent,
+    env: MultiPlayerVecEnv,
+    obs: VecObs,
+    steps: int,
+    seating: Seating,
+    opponent_states: PlayerStates,
+) -> tuple[list[_Step], VecObs, list[GameResult]]:
+    """``steps`` steps of the games ``env`` from ``obs``: ``agent`` acts for the learner's rows
+    of ``seating`` (and keeps their states), its opponents for theirs (from and into
+    ``opponent_states``). The learner's steps, the observations after the last, and the games
+    that ended, scored for the learner. Run by :class:`PlayerSampler` in the training process,
+    and by each worker on its own games with ``rollout.mode=async``
+    (:class:`~entityrl.training.async_sampler.AsyncGameSampler`)."""
+    learner = seating.learner_rows
+    opponents = seating.opponent_rows()
+    opponent_states.keep(seating.opponents)
+    # With the learner in every seat (independent learners, MA-POCA) the batch is its own.
+    everywhere = not opponents
+    taken: list[_Step] = []
+    results: list[GameResult] = []
+    for _ in range(steps):
+        mine = obs if everywhere else obs.take(learner)
+        transition = _act(agent, mine, None if everywhere else learner)
+        transition.active = _active(obs, learner)
+        parts = [(learner, transition.actions)]
+        for player, rows in opponents:
+            parts.append((rows, opponent_states.act(player, obs.take(rows), rows)))
+        after = env.act(transition.actions if everywhere else merge_actions(parts, env.num_envs))
+        # Rows not in play count as ended too: nothing of them carries over to the episode
+        # that starts in the row later, neither returns nor memory (PPO's replay of the
+        # chunks resets the state after every done, where the sampler reset it).
+        over = episode_over(obs, after)
+        transition.reward, transition.done = after.reward[learner], over[learner]
+        transition.group_reward = after.group_reward[learner]  # type: ignore[index]
+        transition.game_over = after.game_over[learner]  # type: ignore[index]
+        state = agent.state
+        transition.bootstrap = _truncation_values(
+            agent.net,
+            after if everywhere else _learner_view(after, learner),
+            state if everywhere or state is None else state[torch.from_numpy(learner)],
+        )
+        taken.append((transition, _learner_metrics(after, seating, len(env.players), results)))
+        agent.end_episodes(over)
+        opponent_states.restart(over)
+        obs = after
+    return taken, obs, results
+
+
+def _learner_metrics(
+    obs: VecObs, seating: Seating, players: int, results: list[GameResult]
+) -> dict[str, npt.NDArray[np.float64]]:
+    """The metrics of the learner's players whose games ended; adds the games' scores to
+    ``results``."""
+    if obs.game_over is None or not obs.game_over.any():
+        return {}
+    ended = np.flatnonzero(obs.game_over)
+    mine = np.isin(ended, seating.learner_rows)
+    results += score_games(seating.owner[ended], obs.metrics["episode_return"], players)
+    learners = np.zeros(obs.num_rows, dtype=np.bool_)
+    learners[ended[mine]] = True
+    return with_cut_offs({key: values[mine] for key, values in obs.metrics.items()}, obs, learners)
 
 
 def _active(obs: VecObs, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:

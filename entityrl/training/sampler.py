@@ -10,8 +10,9 @@ collects the next rollout while the learner updates.
 from __future__ import annotations
 
 import pickle
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -160,6 +161,14 @@ class Sampler:
         """Rows of each step of a rollout (the environments the learner acts in)."""
         return self.env.num_envs
 
+    def learner_next(
+        self, obs: VecObs, state: torch.Tensor | None
+    ) -> tuple[VecObs, torch.Tensor | None]:
+        """What follows a rollout's last step for the learner, from the environments' latest
+        observation ``obs`` and the policy's ``state`` of them: all of them here (a sampler
+        of games keeps the learner's seats)."""
+        return obs, state
+
     def _rollout(
         self, groups: list[list[_Step]], next_obs: VecObs, next_state: torch.Tensor | None
     ) -> Rollout:
@@ -218,6 +227,8 @@ class WorkerSampler(Sampler):
     """
 
     env: ProcessVecEnv
+    # What each worker runs for a rollout, given the arguments of :meth:`_requests`.
+    _work: ClassVar[Callable[..., Any]]
 
     def __init__(
         self,
@@ -226,13 +237,14 @@ class WorkerSampler(Sampler):
         steps: int,
         rng: np.random.Generator,
         decisions: bool = False,
+        **sampler: Any,
     ) -> None:
         if net.device.type != "cpu":
             raise ValueError(
                 f"WorkerSampler runs the policy in CPU worker processes; the network is on "
                 f"{net.device} (use Sampler: the environments still step in their processes)"
             )
-        super().__init__(env, net, steps, decisions=decisions)
+        super().__init__(env, net, steps, decisions=decisions, **sampler)
         self.rng = rng
         # Pickled here, by value: sent as tensors, the parameters would be moved into shared
         # memory, and each worker's copy would alias the trainer's.
@@ -240,7 +252,7 @@ class WorkerSampler(Sampler):
         env.call(_install_policy, [(policy,)] * env.num_workers)
 
     def collect(self) -> Rollout:
-        return self._adopt(self.env.call(_worker_rollout, self._requests()))
+        return self._adopt(self.env.call(self._work, self._requests()))
 
     def _requests(self) -> list[tuple[Any, ...]]:
         """Per worker, the arguments of :func:`_worker_rollout`: the current parameters, the
@@ -263,7 +275,8 @@ class WorkerSampler(Sampler):
         self.obs = self.env.assemble([latest for _, latest, _ in parts])
         if self.state is not None:
             self.state = torch.cat([torch.from_numpy(state) for _, _, state in parts])
-        return self._rollout([transitions for transitions, _, _ in parts], self.obs, self.state)
+        groups = [transitions for transitions, _, _ in parts]
+        return self._rollout(groups, *self.learner_next(self.obs, self.state))
 
 
 def _install_policy(envs: SerialVecEnv, context: dict[str, Any], policy: bytes) -> None:
@@ -283,15 +296,30 @@ def _worker_rollout(
 ) -> tuple[list[_Step], VecObs, npt.NDArray[np.float32] | None]:
     """In a worker: ``steps`` steps of its environments with the policy of ``params``, from
     the policy's ``state`` of its environments (net.memory)."""
+    agent = _worker_agent(context, params, state, seed)
+    transitions, latest = _run(agent, envs, envs.observation, steps)
+    # As numpy, like everything else sent back (see WorkerSampler.collect).
+    return transitions, latest, None if agent.state is None else agent.state.numpy()
+
+
+def _worker_agent(
+    context: dict[str, Any],
+    params: dict[str, npt.NDArray[Any]],
+    state: npt.NDArray[np.float32] | None,
+    seed: int,
+) -> Agent:
+    """In a worker: the installed policy with ``params``, acting from ``state`` (net.memory)
+    with actions drawn from a generator seeded with ``seed``."""
     net: RogueNet = context["net"]
     net.load_state_dict({name: torch.from_numpy(value) for name, value in params.items()})
     generator = torch.Generator()
     generator.manual_seed(seed)
     agent = Agent(net, generator=generator)
     agent.state = None if state is None else torch.from_numpy(state)
-    transitions, latest = _run(agent, envs, envs.observation, steps)
-    # As numpy, like everything else sent back (see WorkerSampler.collect).
-    return transitions, latest, None if agent.state is None else agent.state.numpy()
+    return agent
+
+
+WorkerSampler._work = staticmethod(_worker_rollout)
 
 
 def _new_generator(device: torch.device) -> torch.Generator:

@@ -189,7 +189,7 @@ def test_an_async_run_resumes_from_its_checkpoint(tmp_path: Path) -> None:
     [
         (["algo=dqn"], "CherryPick", "algo=dqn"),
         (["world_size=2"], "CherryPick", "world_size=2"),
-        (["algo=ppo"], "CoinDuel", "the multi-player game CoinDuel"),
+        (["env.decisions.period=2"], "CoinDuel", "env.decisions in a multi-player game"),
         (["rollout.processes=1"], "CherryPick", "rollout.processes=1"),
     ],
 )

@@ -105,6 +105,9 @@ class POCA(PPO):
             rollout.rewards, rollout.group_rewards, rollout.active, self.players
         )
         over = rollout.game_over.reshape(steps, groups, self.players)[..., 0]
+        # rollout.mode=async: a group's step is as likely under the learner as the product of
+        # its agents' ratios (each truncated at 1, so the product is too).
+        ratios = rollout.ratios
         self.targets = group_returns(
             rewards,
             values.cpu().numpy().reshape(steps, groups),
@@ -112,10 +115,14 @@ class POCA(PPO):
             next_values.cpu().numpy(),
             ppo.gamma,
             ppo.gae_lambda,
+            None if ratios is None else ratios.reshape(steps, groups, self.players).prod(-1),
         )
         returns = np.repeat(self.targets.reshape(-1), self.players)
         rollout.returns = returns.astype(np.float32)
-        rollout.advantages = (returns - baselines.cpu().numpy().reshape(-1)).astype(np.float32)
+        advantages = returns - baselines.cpu().numpy().reshape(-1)
+        if ratios is not None:  # each agent's policy gradient weighed by its own ratio (IMPALA)
+            advantages = advantages * ratios.reshape(-1)
+        rollout.advantages = advantages.astype(np.float32)
 
     def learn_more(self, rollout: Rollout, step: int, lr: float) -> dict[str, float]:
         metrics = super().learn_more(rollout, step, lr)

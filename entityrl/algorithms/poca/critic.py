@@ -149,10 +149,12 @@ def group_returns(
     next_values: npt.NDArray[np.float32],
     gamma: float,
     gae_lambda: float,
+    ratios: npt.NDArray[np.float32] | None = None,
 ) -> npt.NDArray[np.float32]:
     """The groups' lambda-returns (steps, groups) from their rewards and values (a game's end
-    is final)."""
-    _, returns = gae(rewards, values, game_over, next_values, gamma, gae_lambda)
+    is final); with ``ratios`` (steps, groups), the groups' truncated importance ratios of a
+    lagged rollout, V-trace's targets (:func:`~entityrl.algorithms.common.gae.gae`)."""
+    _, returns = gae(rewards, values, game_over, next_values, gamma, gae_lambda, ratios)
     return returns
 
 

@@ -54,6 +54,7 @@ from entityrl.algorithms.self_play.pool import OpponentPool, SelfPlayConfig
 from entityrl.env.multiplayer_vec import MultiPlayerVecEnv
 from entityrl.env.vec_obs import VecObs
 from entityrl.training.agent import AgentError
+from entityrl.training.async_games import AsyncGameSampler
 from entityrl.training.checkpoint import CheckpointError
 from entityrl.training.config import ConfigError, TrainConfig
 from entityrl.training.match import load_opponent
@@ -156,6 +157,11 @@ class SelfPlay(PPO):
 
     def make_sampler(self) -> PlayerSampler:
         ctx = self.ctx
+        if ctx.config.rollout.mode == "async":  # the games played in the workers
+            return AsyncGameSampler(
+                ctx.env, ctx.net, ctx.config.rollout.steps, ctx.rng, ctx.config.optim.bs,
+                seat=self.seat, decisions=ctx.config.env.decisions.enabled,
+            )  # fmt: skip
         return PlayerSampler(
             ctx.env,  # type: ignore[arg-type]
             ctx.net,
@@ -295,7 +301,9 @@ class SelfPlay(PPO):
 
     def state_dict(self) -> dict[str, Any]:
         state = super().state_dict()
-        memory = self.sampler.opponent_states.get(self.current_opponent)
+        # With async workers the opponent's memory stays in the workers (AsyncGameSampler).
+        async_workers = isinstance(self.sampler, AsyncGameSampler)
+        memory = None if async_workers else self.sampler.opponent_states.get(self.current_opponent)
         state["selfplay"] = {
             "pool": self.pool.state_dict(),
             "last_snapshot": self.last_snapshot,
