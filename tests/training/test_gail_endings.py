@@ -351,3 +351,53 @@ def test_structured_needs_the_policy_and_no_ending() -> None:
     env = SerialVecEnv(TimeLimited, 1)
     with pytest.raises(ValueError, match=r"gail\.structured needs the learner's policy"):
         _discriminator(env, structured=True)
+
+
+def test_the_absorbing_logit_is_the_minimum_of_the_loss_over_it(tmp_path: Path) -> None:
+    """Structured, each update sets the absorbing states' one logit from the two sides' counts
+    of rows and endings: the number where the weighted loss over it is least (up to the half
+    ending added to each side), not a parameter Adam moves by about lr per step."""
+    from entityrl.algorithms.gail.discriminator import absorbing_logit
+    from entityrl.nn.rogue_net import RogueNet, RogueNetConfig
+
+    env, expert = _snake_steps(tmp_path)
+    ends = np.flatnonzero(expert.terminal)
+    assert len(ends) == 2  # 2 recorded episodes, both ended by the task
+    # The policy's side: the same steps, ending 4 times as often (every other step ends).
+    policy = Steps(expert.obs, expert.actions, np.arange(expert.num_rows) % 2 == 1)
+    discriminator = Discriminator(
+        env.obs_space, env.action_space, GAILConfig(structured=True, absorbing_weight=3.0),
+        "gail", OptimConfig(), torch.device("cpu"),
+        policy=RogueNet(env.obs_space, env.action_space, RogueNetConfig(n_layer=1, n_head=1)),
+    )  # fmt: skip
+    assert "head.absorbing" not in dict(discriminator.model.named_parameters())
+    discriminator.update(policy, expert, np.random.default_rng(0), 1, 10_000, 0.9)
+    c = float(discriminator.head.absorbing)
+    rows, policy_ends = expert.num_rows, int(policy.terminal.sum())
+    assert c == pytest.approx(absorbing_logit((rows, 2), (rows, policy_ends), 3.0))
+    assert c < -1.0  # the policy's side ends far more often: its endings look like the policy's
+
+    def loss(logit: torch.Tensor) -> torch.Tensor:
+        """The update's loss as a function of the absorbing states' logit alone."""
+        total = torch.zeros(())
+        for steps, label in ((expert, 1.0), (policy, 0.0)):
+            with torch.no_grad():
+                z, weights = discriminator.side(steps, 0.9)
+                logits = discriminator.logits(z)
+            logits = torch.where(z[:, 0] > 0, logit, logits)
+            total = total + weighted_bce(logits, label, weights)
+        return total
+
+    at = torch.tensor(c, requires_grad=True)
+    (slope,) = torch.autograd.grad(loss(at), at)
+    assert abs(float(slope)) < 0.02  # least there, up to the half ending added to each side
+    with torch.no_grad():
+        assert float(loss(at - 0.5)) > float(loss(at)) < float(loss(at + 0.5))
+
+
+def test_a_side_without_endings_keeps_the_absorbing_logit_finite() -> None:
+    from entityrl.algorithms.gail.discriminator import absorbing_logit
+
+    for expert, policy in (((100, 0), (100, 30)), ((100, 30), (100, 0)), ((5, 0), (5, 0))):
+        assert np.isfinite(absorbing_logit(expert, policy, 1.0))
+    assert absorbing_logit((100, 0), (100, 0), 1.0) == 0.0  # alike: cannot tell

@@ -255,12 +255,13 @@ def gradient_penalty(
 
 class PolicyRatio(nn.Module):
     """The structured discriminator's logit from its embedded inputs ``[absorbing, value, per
-    action: log q, log pi]``: ``sum(log q) - log pi`` for a step, a learned number for an
-    absorbing state."""
+    action: log q, log pi]``: ``sum(log q) - log pi`` for a step, one number for an absorbing
+    state (set by :func:`absorbing_logit`, not trained: a buffer)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.absorbing = nn.Parameter(torch.zeros(()))
+        self.absorbing: torch.Tensor
+        self.register_buffer("absorbing", torch.zeros(()))
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
         step = z[:, 2:-1].sum(1) - z[:, -1]
@@ -299,6 +300,23 @@ class SaturationWatch:
                 DiscriminatorSaturationWarning,
                 stacklevel=2,
             )
+
+
+def absorbing_logit(
+    expert: tuple[float, float], policy: tuple[float, float], weight: float
+) -> float:
+    """The one logit of every absorbing state that minimizes the discriminator's loss, from each
+    side's (rows, endings by the task): ``log(a_E / a_pi)``, ``a`` a side's share of absorbing
+    states in its weighted loss, ``weight * endings / (rows + weight * endings)``.
+
+    Each side's loss is a weighted mean, so over this one number it is
+    ``a_E softplus(-c) + a_pi softplus(c)``, least at ``sigmoid(c) = a_E / (a_E + a_pi)``.
+    Half an ending is added to each side: a side without endings would put ``c`` at infinity.
+    """
+    shares = [
+        weight * (ends + 0.5) / (rows + weight * (ends + 0.5)) for rows, ends in (expert, policy)
+    ]
+    return float(np.log(shares[0] / shares[1]))
 
 
 def _summed(
@@ -450,6 +468,19 @@ class Discriminator:
         reducer = reducer or Reducer()
         share = reducer.world_size
         bs = max(bs // share, 1)
+        if isinstance(self.head, PolicyRatio) and self.settings.absorbing:
+            # Set, not learned: as one parameter under Adam it moves at most about lr per step,
+            # and lags its optimum by far for hundreds of iterations (measured on MultiSnake:
+            # -0.19 after 784 steps at lr 3e-4 against about -1.1), and with it the reward
+            # of staying alive against ending.
+            counts = reducer.sum(
+                [s.num_rows for s in (expert, policy)]
+                + [float(s.terminal.sum()) for s in (expert, policy)]
+            )
+            weight = self.settings.absorbing_weight or horizon(gamma)
+            self.head.absorbing.fill_(
+                absorbing_logit((counts[0], counts[2]), (counts[1], counts[3]), weight)
+            )
         self.model.train()
         totals = np.zeros(4)
         for _ in range(batches):
