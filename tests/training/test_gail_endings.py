@@ -401,3 +401,34 @@ def test_a_side_without_endings_keeps_the_absorbing_logit_finite() -> None:
     for expert, policy in (((100, 0), (100, 30)), ((100, 30), (100, 0)), ((5, 0), (5, 0))):
         assert np.isfinite(absorbing_logit(expert, policy, 1.0))
     assert absorbing_logit((100, 0), (100, 0), 1.0) == 0.0  # alike: cannot tell
+
+
+def test_the_structured_reward_keeps_entropy_times_the_log_pi(tmp_path: Path) -> None:
+    """``entropy``: the structured reward is ``log q - entropy * log pi`` less the reference
+    (at 1, the logit itself); the discriminator's loss is unchanged."""
+    from entityrl.nn.rogue_net import RogueNet, RogueNetConfig
+
+    env, steps = _snake_steps(tmp_path)
+    torch.manual_seed(1)
+    policy = RogueNet(env.obs_space, env.action_space, RogueNetConfig(n_layer=1, n_head=1))
+    rewards = {}
+    for entropy in (1.0, 0.25):
+        torch.manual_seed(2)
+        discriminator = Discriminator(
+            env.obs_space, env.action_space, GAILConfig(structured=True, entropy=entropy),
+            "gail", OptimConfig(), torch.device("cpu"), policy=policy,
+        )  # fmt: skip
+        rewards[entropy] = discriminator.rewards(steps, 0.9, reference=0.3)
+        with torch.no_grad():
+            z = discriminator.embedded(steps.obs, steps.actions)
+    log_q, log_pi = z[:, 2].numpy(), z[:, -1].numpy()
+    assert np.abs(log_pi).min() > 0.1  # 2 actors of 4 choices each: well away from 0
+    np.testing.assert_allclose(rewards[1.0], log_q - log_pi - 0.3, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(rewards[0.25], log_q - 0.25 * log_pi - 0.3, rtol=1e-5, atol=1e-5)
+
+
+def test_entropy_needs_the_structured_discriminator() -> None:
+    with pytest.raises(ValueError, match=r"gail\.entropy weighs the log pi .*gail\.structured=true"):
+        GAILConfig(entropy=0.5)
+    with pytest.raises(ValueError, match=r"gail\.entropy must be >= 0, got -1"):
+        GAILConfig(structured=True, entropy=-1.0)

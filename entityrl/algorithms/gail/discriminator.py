@@ -152,8 +152,13 @@ class DiscriminatorSettings:
     structured: bool = False
     """The logit is ``log q(a|s) - log pi(a|s)``: the discriminator's heads form a policy ``q``
     set against the learner's ``pi`` (both summed over actors and actions), and an absorbing
-    state's logit is one learned number; false: an MLP reads the embedded inputs (see the
-    module's doc)."""
+    state's logit is one number set from how often each side ends; false: an MLP reads the
+    embedded inputs (see the module's doc)."""
+    entropy: float = 1.0
+    """Structured: the weight of the learner's own ``-log pi`` in the reward, which is then
+    ``log q - entropy * log pi`` (less the reference). At 1 it is the logit, whose best policy
+    is ``q`` itself; below 1 the best policy is ``q^(1 / entropy)`` normalized, sharper than
+    ``q`` (the objective's entropy bonus, per actor, weighs ``entropy``)."""
     ending: bool = False
     """The absorbing state carries the step that ended its episode, so an ending the expert
     never makes (a trap, a crash) is told from one it makes (success); false: one absorbing
@@ -183,7 +188,12 @@ class DiscriminatorSettings:
                 f"{section}.structured scores every absorbing state alike: it cannot carry "
                 f"the ending ({section}.ending=true)"
             )
-        for name in ("n_layer", "grad_penalty"):
+        if self.entropy != 1.0 and not self.structured:
+            raise ValueError(
+                f"{section}.entropy weighs the log pi of the structured discriminator's reward: "
+                f"it needs {section}.structured=true (got {section}.entropy={self.entropy})"
+            )
+        for name in ("n_layer", "grad_penalty", "entropy"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{section}.{name} must be >= 0, got {getattr(self, name)}")
 
@@ -425,6 +435,9 @@ class Discriminator:
         self.model.eval()
         z = self.embedded(steps.obs, steps.actions)
         learned = self.reward_of(z) - reference
+        if self.settings.structured and self.settings.entropy != 1.0:
+            # The logit holds -1 log pi (its last embedded input): keep `entropy` of it.
+            learned = learned + (1.0 - self.settings.entropy) * z[:, -1]
         ended = torch.from_numpy(np.flatnonzero(steps.terminal)).to(z.device)
         # With one absorbing state its reward is the reference and the term is 0.
         if self.settings.absorbing and self.settings.ending and len(ended):
