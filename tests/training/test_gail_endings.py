@@ -428,7 +428,9 @@ def test_the_structured_reward_keeps_entropy_times_the_log_pi(tmp_path: Path) ->
 
 
 def test_entropy_needs_the_structured_discriminator() -> None:
-    with pytest.raises(ValueError, match=r"gail\.entropy weighs the log pi .*gail\.structured=true"):
+    with pytest.raises(
+        ValueError, match=r"gail\.entropy weighs the log pi .*gail\.structured=true"
+    ):
         GAILConfig(entropy=0.5)
     with pytest.raises(ValueError, match=r"gail\.entropy must be >= 0, got -1"):
         GAILConfig(structured=True, entropy=-1.0)
