@@ -61,7 +61,7 @@ Fixes after Kostrikov et al. (2019), "Discriminator-Actor-Critic", for episodes 
   ``f = log q``, as in ASAF, Barde et al. 2020): the logit of a step is
   ``log q(a|s) - log pi(a|s)``, where ``q`` is the discriminator's own heads, a policy over the
   same actions (log-probabilities summed over actors and actions), and ``pi`` the learner's
-  current policy, read without gradients; an absorbing state's logit is one learned number.
+  current policy, read without gradients; an absorbing state's logit is one number.
   Because ``q`` is normalized over the choices of each state, the discriminator cannot mark a
   whole state as the policy's: it can only say which choice there looks like the expert's.
   The reward ``log q - log pi`` is an entropy-regularized one (its mean over the policy's
@@ -85,6 +85,25 @@ Fixes after Kostrikov et al. (2019), "Discriminator-Actor-Critic", for episodes 
   steps: 0.423; with ``lr=0.001`` 0.457, 1.2M steps 0.479), 600k steps 0.382, 600k steps with
   4,000 expert episodes 0.366, gamma 0.5 0.211. Unstructured, ``ppo.gamma=0.9`` alone:
   TreasureHunt 0.043; DAC with ``dac.updates=8``: 0.029 (its policy lingers to the time limit).
+
+  What MultiSnake showed (two snakes act in every row; docs/imitation.md, "Several actors per
+  step"): a row is one sample, its logit the sum over both snakes' log-ratios, and one absorbing
+  state follows the row that ended; that is right for a policy that factorizes over its actors,
+  and the recorded actions sit on the right snakes (the expert turns back onto its own neck in
+  0.015% of its actor-steps). What was wrong: (1) the absorbing state's logit, one parameter
+  under Adam, moves about ``lr`` per step: after 784 steps it stood at -0.19 where its loss is
+  least near -1, so staying alive was worth almost nothing against crashing. It is now *set*
+  at each update to that least point, from both sides' counts of rows and endings
+  (:func:`absorbing_logit`); 0.234 -> 0.312 at 200k steps, 0.382 -> 0.441 at 600k. (2) ``q``
+  stays as broad as the policy (on the expert's states with a 4-long snake it puts 0.15 on
+  moves that crash, the policy 0.17), and the logit's ``-log pi`` makes ``q`` the policy's
+  optimum: ``entropy`` below 1 makes the optimum sharper than ``q`` (600k steps: 0.491 at 0.5,
+  0.524 at 0.25, 0.497 at 0). What is left is the learner: PPO on MultiSnake's *own* reward
+  with the same settings reaches 0.37 of the expert at 200k steps and 0.51 at 1.2M, crashing
+  the same way (three crashes in five are a snake running into its own body), and GAIL at
+  ``entropy=0.25`` is at 0.50 there. With both changes and ``entropy=0.25`` (GAIL,
+  ``ppo.gamma=0.9``), medians of seeds 1-3: MultiSnake 0.517 at 600k steps (short of 0.7),
+  TreasureHunt 0.795, CherryPick 0.985, PickMatchingBalls 0.893.
 * **Gradient penalty** (WGAN-GP, Gulrajani et al. 2017, as DAC uses it):
   ``grad_penalty * E[(|grad_z D(z)| - 1)^2]`` at points ``z`` drawn uniformly on segments between
   an expert's and a policy's embedded inputs. Entity observations of different steps hold
