@@ -434,3 +434,39 @@ def test_entropy_needs_the_structured_discriminator() -> None:
         GAILConfig(entropy=0.5)
     with pytest.raises(ValueError, match=r"gail\.entropy must be >= 0, got -1"):
         GAILConfig(structured=True, entropy=-1.0)
+
+
+def test_a_checkpoint_with_the_trained_absorbing_logit_still_loads(tmp_path: Path) -> None:
+    """Checkpoints before the absorbing logit was set held it as the structured
+    discriminator's last trained parameter; their optimizer state loads without it."""
+    from entityrl.nn.rogue_net import RogueNet, RogueNetConfig
+
+    env, steps = _snake_steps(tmp_path)
+    policy = RogueNet(env.obs_space, env.action_space, RogueNetConfig(n_layer=1, n_head=1))
+
+    def make() -> Discriminator:
+        return Discriminator(
+            env.obs_space, env.action_space, GAILConfig(structured=True), "gail",
+            OptimConfig(), torch.device("cpu"), policy=policy,
+        )  # fmt: skip
+
+    trained = make()
+    trained.update(steps, steps, np.random.default_rng(0), 2, 8, 0.9)
+    state = trained.state_dict()
+    optimizer = state["optimizer"]
+    (group,) = optimizer["param_groups"]
+    n = len(group["params"])
+    old = {  # the same, with one more scalar parameter last, as Adam kept it
+        "state": {**optimizer["state"], n: {"step": torch.tensor(2.0),
+                  "exp_avg": torch.zeros(()), "exp_avg_sq": torch.zeros(())}},
+        "param_groups": [{**group, "params": [*group["params"], n]}],
+    }  # fmt: skip
+    restored = make()
+    restored.load_state_dict({"model": state["model"], "optimizer": old})
+    assert restored.optimizer.state_dict()["param_groups"][0]["params"] == group["params"]
+    for i in group["params"]:
+        for key, value in optimizer["state"][i].items():
+            torch.testing.assert_close(restored.optimizer.state_dict()["state"][i][key], value)
+    bad = {**old, "param_groups": [{**group, "params": [*group["params"], n, n + 1]}]}
+    with pytest.raises(ValueError, match="the optimizer state has"):
+        make().load_state_dict({"model": state["model"], "optimizer": bad})

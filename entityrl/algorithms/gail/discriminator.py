@@ -118,6 +118,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -565,4 +566,19 @@ class Discriminator:
 
     def load_state_dict(self, state: dict[str, object]) -> None:
         self.model.load_state_dict(state["model"])  # type: ignore[arg-type]
-        self.optimizer.load_state_dict(state["optimizer"])  # type: ignore[arg-type]
+        optimizer: dict[str, Any] = state["optimizer"]  # type: ignore[assignment]
+        if isinstance(self.head, PolicyRatio):
+            optimizer = _without_trained_absorbing(optimizer, len(self.optimizer.params))
+        self.optimizer.load_state_dict(optimizer)
+
+
+def _without_trained_absorbing(state: dict[str, Any], params: int) -> dict[str, Any]:
+    """A structured discriminator's optimizer state as checkpoints before 326d69b hold it, with
+    the absorbing logit as its last parameter, without that one (it is set now, not trained);
+    any other state as it is."""
+    (group,) = state["param_groups"]
+    ids = list(group["params"])
+    if len(ids) != params + 1:
+        return state
+    kept = {i: entry for i, entry in state["state"].items() if i != ids[-1]}
+    return {"state": kept, "param_groups": [{**group, "params": ids[:-1]}]}
