@@ -19,7 +19,8 @@ GAIL before issue #30 is measured by running this script from an export of that 
 fixes turned off, which is not the same network. ``gail-bc`` is GAIL with behaviour cloning on
 the same recording alongside (``bc.strength=1 bc.batches=16``), not adversarial imitation
 alone. ``gail-structured`` and ``dac-structured`` use the structured discriminator
-(``log q - log pi``), GAIL at ``ppo.gamma=0.9``.
+(``log q - log pi``), GAIL at ``ppo.gamma=0.9``; ``gail-sharp`` is ``gail-structured`` with
+``gail.entropy=0.25`` (reward ``log q - 0.25 log pi``).
 
 usage: python benchmarks/adversarial_imitation.py [--only ENV ...] [--algos gail dac ...]
                                                   [--seeds 1 2 3] [--threads 1]
@@ -80,6 +81,15 @@ ALGOS: dict[str, list[str]] = {
         "ppo.gamma=0.9",
     ],
     "dac-structured": ["algo=dac", "dac.structured=true"],
+    # The same, its reward keeping a quarter of the -log pi (the policy's optimum sharper than
+    # q; docs/imitation.md, "Several actors per step").
+    "gail-sharp": [
+        "algo=gail",
+        "gail.env_reward=0",
+        "gail.structured=true",
+        "ppo.gamma=0.9",
+        "gail.entropy=0.25",
+    ],
     # Behaviour cloning on the same recording alongside (not adversarial imitation alone): 16
     # minibatch steps of it after each PPO update.
     "gail-bc": ["algo=gail", "gail.env_reward=0", "bc.strength=1", "bc.batches=16"],

@@ -351,3 +351,122 @@ def test_structured_needs_the_policy_and_no_ending() -> None:
     env = SerialVecEnv(TimeLimited, 1)
     with pytest.raises(ValueError, match=r"gail\.structured needs the learner's policy"):
         _discriminator(env, structured=True)
+
+
+def test_the_absorbing_logit_is_the_minimum_of_the_loss_over_it(tmp_path: Path) -> None:
+    """Structured, each update sets the absorbing states' one logit from the two sides' counts
+    of rows and endings: the number where the weighted loss over it is least (up to the half
+    ending added to each side), not a parameter Adam moves by about lr per step."""
+    from entityrl.algorithms.gail.discriminator import absorbing_logit
+    from entityrl.nn.rogue_net import RogueNet, RogueNetConfig
+
+    env, expert = _snake_steps(tmp_path)
+    ends = np.flatnonzero(expert.terminal)
+    assert len(ends) == 2  # 2 recorded episodes, both ended by the task
+    # The policy's side: the same steps, ending 4 times as often (every other step ends).
+    policy = Steps(expert.obs, expert.actions, np.arange(expert.num_rows) % 2 == 1)
+    discriminator = Discriminator(
+        env.obs_space, env.action_space, GAILConfig(structured=True, absorbing_weight=3.0),
+        "gail", OptimConfig(), torch.device("cpu"),
+        policy=RogueNet(env.obs_space, env.action_space, RogueNetConfig(n_layer=1, n_head=1)),
+    )  # fmt: skip
+    assert "head.absorbing" not in dict(discriminator.model.named_parameters())
+    discriminator.update(policy, expert, np.random.default_rng(0), 1, 10_000, 0.9)
+    c = float(discriminator.head.absorbing)
+    rows, policy_ends = expert.num_rows, int(policy.terminal.sum())
+    assert c == pytest.approx(absorbing_logit((rows, 2), (rows, policy_ends), 3.0))
+    assert c < -1.0  # the policy's side ends far more often: its endings look like the policy's
+
+    def loss(logit: torch.Tensor) -> torch.Tensor:
+        """The update's loss as a function of the absorbing states' logit alone."""
+        total = torch.zeros(())
+        for steps, label in ((expert, 1.0), (policy, 0.0)):
+            with torch.no_grad():
+                z, weights = discriminator.side(steps, 0.9)
+                logits = discriminator.logits(z)
+            logits = torch.where(z[:, 0] > 0, logit, logits)
+            total = total + weighted_bce(logits, label, weights)
+        return total
+
+    at = torch.tensor(c, requires_grad=True)
+    (slope,) = torch.autograd.grad(loss(at), at)
+    assert abs(float(slope)) < 0.02  # least there, up to the half ending added to each side
+    with torch.no_grad():
+        assert float(loss(at - 0.5)) > float(loss(at)) < float(loss(at + 0.5))
+
+
+def test_a_side_without_endings_keeps_the_absorbing_logit_finite() -> None:
+    from entityrl.algorithms.gail.discriminator import absorbing_logit
+
+    for expert, policy in (((100, 0), (100, 30)), ((100, 30), (100, 0)), ((5, 0), (5, 0))):
+        assert np.isfinite(absorbing_logit(expert, policy, 1.0))
+    assert absorbing_logit((100, 0), (100, 0), 1.0) == 0.0  # alike: cannot tell
+
+
+def test_the_structured_reward_keeps_entropy_times_the_log_pi(tmp_path: Path) -> None:
+    """``entropy``: the structured reward is ``log q - entropy * log pi`` less the reference
+    (at 1, the logit itself); the discriminator's loss is unchanged."""
+    from entityrl.nn.rogue_net import RogueNet, RogueNetConfig
+
+    env, steps = _snake_steps(tmp_path)
+    torch.manual_seed(1)
+    policy = RogueNet(env.obs_space, env.action_space, RogueNetConfig(n_layer=1, n_head=1))
+    rewards = {}
+    for entropy in (1.0, 0.25):
+        torch.manual_seed(2)
+        discriminator = Discriminator(
+            env.obs_space, env.action_space, GAILConfig(structured=True, entropy=entropy),
+            "gail", OptimConfig(), torch.device("cpu"), policy=policy,
+        )  # fmt: skip
+        rewards[entropy] = discriminator.rewards(steps, 0.9, reference=0.3)
+        with torch.no_grad():
+            z = discriminator.embedded(steps.obs, steps.actions)
+    log_q, log_pi = z[:, 2].numpy(), z[:, -1].numpy()
+    assert np.abs(log_pi).min() > 0.1  # 2 actors of 4 choices each: well away from 0
+    np.testing.assert_allclose(rewards[1.0], log_q - log_pi - 0.3, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(rewards[0.25], log_q - 0.25 * log_pi - 0.3, rtol=1e-5, atol=1e-5)
+
+
+def test_entropy_needs_the_structured_discriminator() -> None:
+    with pytest.raises(
+        ValueError, match=r"gail\.entropy weighs the log pi .*gail\.structured=true"
+    ):
+        GAILConfig(entropy=0.5)
+    with pytest.raises(ValueError, match=r"gail\.entropy must be >= 0, got -1"):
+        GAILConfig(structured=True, entropy=-1.0)
+
+
+def test_a_checkpoint_with_the_trained_absorbing_logit_still_loads(tmp_path: Path) -> None:
+    """Checkpoints before the absorbing logit was set held it as the structured
+    discriminator's last trained parameter; their optimizer state loads without it."""
+    from entityrl.nn.rogue_net import RogueNet, RogueNetConfig
+
+    env, steps = _snake_steps(tmp_path)
+    policy = RogueNet(env.obs_space, env.action_space, RogueNetConfig(n_layer=1, n_head=1))
+
+    def make() -> Discriminator:
+        return Discriminator(
+            env.obs_space, env.action_space, GAILConfig(structured=True), "gail",
+            OptimConfig(), torch.device("cpu"), policy=policy,
+        )  # fmt: skip
+
+    trained = make()
+    trained.update(steps, steps, np.random.default_rng(0), 2, 8, 0.9)
+    state = trained.state_dict()
+    optimizer = state["optimizer"]
+    (group,) = optimizer["param_groups"]
+    n = len(group["params"])
+    old = {  # the same, with one more scalar parameter last, as Adam kept it
+        "state": {**optimizer["state"], n: {"step": torch.tensor(2.0),
+                  "exp_avg": torch.zeros(()), "exp_avg_sq": torch.zeros(())}},
+        "param_groups": [{**group, "params": [*group["params"], n]}],
+    }  # fmt: skip
+    restored = make()
+    restored.load_state_dict({"model": state["model"], "optimizer": old})
+    assert restored.optimizer.state_dict()["param_groups"][0]["params"] == group["params"]
+    for i in group["params"]:
+        for key, value in optimizer["state"][i].items():
+            torch.testing.assert_close(restored.optimizer.state_dict()["state"][i][key], value)
+    bad = {**old, "param_groups": [{**group, "params": [*group["params"], n, n + 1]}]}
+    with pytest.raises(ValueError, match="the optimizer state has"):
+        make().load_state_dict({"model": state["model"], "optimizer": bad})

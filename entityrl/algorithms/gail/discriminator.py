@@ -61,7 +61,7 @@ Fixes after Kostrikov et al. (2019), "Discriminator-Actor-Critic", for episodes 
   ``f = log q``, as in ASAF, Barde et al. 2020): the logit of a step is
   ``log q(a|s) - log pi(a|s)``, where ``q`` is the discriminator's own heads, a policy over the
   same actions (log-probabilities summed over actors and actions), and ``pi`` the learner's
-  current policy, read without gradients; an absorbing state's logit is one learned number.
+  current policy, read without gradients; an absorbing state's logit is one number.
   Because ``q`` is normalized over the choices of each state, the discriminator cannot mark a
   whole state as the policy's: it can only say which choice there looks like the expert's.
   The reward ``log q - log pi`` is an entropy-regularized one (its mean over the policy's
@@ -85,6 +85,25 @@ Fixes after Kostrikov et al. (2019), "Discriminator-Actor-Critic", for episodes 
   steps: 0.423; with ``lr=0.001`` 0.457, 1.2M steps 0.479), 600k steps 0.382, 600k steps with
   4,000 expert episodes 0.366, gamma 0.5 0.211. Unstructured, ``ppo.gamma=0.9`` alone:
   TreasureHunt 0.043; DAC with ``dac.updates=8``: 0.029 (its policy lingers to the time limit).
+
+  What MultiSnake showed (two snakes act in every row; docs/imitation.md, "Several actors per
+  step"): a row is one sample, its logit the sum over both snakes' log-ratios, and one absorbing
+  state follows the row that ended; that is right for a policy that factorizes over its actors,
+  and the recorded actions sit on the right snakes (the expert turns back onto its own neck in
+  0.015% of its actor-steps). What was wrong: (1) the absorbing state's logit, one parameter
+  under Adam, moves about ``lr`` per step: after 784 steps it stood at -0.19 where its loss is
+  least near -1, so staying alive was worth almost nothing against crashing. It is now *set*
+  at each update to that least point, from both sides' counts of rows and endings
+  (:func:`absorbing_logit`); 0.234 -> 0.312 at 200k steps, 0.382 -> 0.441 at 600k. (2) ``q``
+  stays as broad as the policy (on the expert's states with a 4-long snake it puts 0.15 on
+  moves that crash, the policy 0.17), and the logit's ``-log pi`` makes ``q`` the policy's
+  optimum: ``entropy`` below 1 makes the optimum sharper than ``q`` (600k steps: 0.491 at 0.5,
+  0.524 at 0.25, 0.497 at 0). What is left is the learner: PPO on MultiSnake's *own* reward
+  with the same settings reaches 0.37 of the expert at 200k steps and 0.51 at 1.2M, crashing
+  the same way (three crashes in five are a snake running into its own body), and GAIL at
+  ``entropy=0.25`` is at 0.50 there. With both changes and ``entropy=0.25`` (GAIL,
+  ``ppo.gamma=0.9``), medians of seeds 1-3: MultiSnake 0.517 at 600k steps (short of 0.7),
+  TreasureHunt 0.795, CherryPick 0.985, PickMatchingBalls 0.893.
 * **Gradient penalty** (WGAN-GP, Gulrajani et al. 2017, as DAC uses it):
   ``grad_penalty * E[(|grad_z D(z)| - 1)^2]`` at points ``z`` drawn uniformly on segments between
   an expert's and a policy's embedded inputs. Entity observations of different steps hold
@@ -99,6 +118,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -152,8 +172,13 @@ class DiscriminatorSettings:
     structured: bool = False
     """The logit is ``log q(a|s) - log pi(a|s)``: the discriminator's heads form a policy ``q``
     set against the learner's ``pi`` (both summed over actors and actions), and an absorbing
-    state's logit is one learned number; false: an MLP reads the embedded inputs (see the
-    module's doc)."""
+    state's logit is one number set from how often each side ends; false: an MLP reads the
+    embedded inputs (see the module's doc)."""
+    entropy: float = 1.0
+    """Structured: the weight of the learner's own ``-log pi`` in the reward, which is then
+    ``log q - entropy * log pi`` (less the reference). At 1 it is the logit, whose best policy
+    is ``q`` itself; below 1 the best policy is ``q^(1 / entropy)`` normalized, sharper than
+    ``q`` (the objective's entropy bonus, per actor, weighs ``entropy``)."""
     ending: bool = False
     """The absorbing state carries the step that ended its episode, so an ending the expert
     never makes (a trap, a crash) is told from one it makes (success); false: one absorbing
@@ -183,7 +208,12 @@ class DiscriminatorSettings:
                 f"{section}.structured scores every absorbing state alike: it cannot carry "
                 f"the ending ({section}.ending=true)"
             )
-        for name in ("n_layer", "grad_penalty"):
+        if self.entropy != 1.0 and not self.structured:
+            raise ValueError(
+                f"{section}.entropy weighs the log pi of the structured discriminator's reward: "
+                f"it needs {section}.structured=true (got {section}.entropy={self.entropy})"
+            )
+        for name in ("n_layer", "grad_penalty", "entropy"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{section}.{name} must be >= 0, got {getattr(self, name)}")
 
@@ -255,12 +285,13 @@ def gradient_penalty(
 
 class PolicyRatio(nn.Module):
     """The structured discriminator's logit from its embedded inputs ``[absorbing, value, per
-    action: log q, log pi]``: ``sum(log q) - log pi`` for a step, a learned number for an
-    absorbing state."""
+    action: log q, log pi]``: ``sum(log q) - log pi`` for a step, one number for an absorbing
+    state (set by :func:`absorbing_logit`, not trained: a buffer)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.absorbing = nn.Parameter(torch.zeros(()))
+        self.absorbing: torch.Tensor
+        self.register_buffer("absorbing", torch.zeros(()))
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
         step = z[:, 2:-1].sum(1) - z[:, -1]
@@ -299,6 +330,23 @@ class SaturationWatch:
                 DiscriminatorSaturationWarning,
                 stacklevel=2,
             )
+
+
+def absorbing_logit(
+    expert: tuple[float, float], policy: tuple[float, float], weight: float
+) -> float:
+    """The one logit of every absorbing state that minimizes the discriminator's loss, from each
+    side's (rows, endings by the task): ``log(a_E / a_pi)``, ``a`` a side's share of absorbing
+    states in its weighted loss, ``weight * endings / (rows + weight * endings)``.
+
+    Each side's loss is a weighted mean, so over this one number it is
+    ``a_E softplus(-c) + a_pi softplus(c)``, least at ``sigmoid(c) = a_E / (a_E + a_pi)``.
+    Half an ending is added to each side: a side without endings would put ``c`` at infinity.
+    """
+    shares = [
+        weight * (ends + 0.5) / (rows + weight * (ends + 0.5)) for rows, ends in (expert, policy)
+    ]
+    return float(np.log(shares[0] / shares[1]))
 
 
 def _summed(
@@ -407,6 +455,9 @@ class Discriminator:
         self.model.eval()
         z = self.embedded(steps.obs, steps.actions)
         learned = self.reward_of(z) - reference
+        if self.settings.structured and self.settings.entropy != 1.0:
+            # The logit holds -1 log pi (its last embedded input): keep `entropy` of it.
+            learned = learned + (1.0 - self.settings.entropy) * z[:, -1]
         ended = torch.from_numpy(np.flatnonzero(steps.terminal)).to(z.device)
         # With one absorbing state its reward is the reference and the term is 0.
         if self.settings.absorbing and self.settings.ending and len(ended):
@@ -450,6 +501,19 @@ class Discriminator:
         reducer = reducer or Reducer()
         share = reducer.world_size
         bs = max(bs // share, 1)
+        if isinstance(self.head, PolicyRatio) and self.settings.absorbing:
+            # Set, not learned: as one parameter under Adam it moves at most about lr per step,
+            # and lags its optimum by far for hundreds of iterations (measured on MultiSnake:
+            # -0.19 after 784 steps at lr 3e-4 against about -1.1), and with it the reward
+            # of staying alive against ending.
+            counts = reducer.sum(
+                [s.num_rows for s in (expert, policy)]
+                + [float(s.terminal.sum()) for s in (expert, policy)]
+            )
+            weight = self.settings.absorbing_weight or horizon(gamma)
+            self.head.absorbing.fill_(
+                absorbing_logit((counts[0], counts[2]), (counts[1], counts[3]), weight)
+            )
         self.model.train()
         totals = np.zeros(4)
         for _ in range(batches):
@@ -502,4 +566,19 @@ class Discriminator:
 
     def load_state_dict(self, state: dict[str, object]) -> None:
         self.model.load_state_dict(state["model"])  # type: ignore[arg-type]
-        self.optimizer.load_state_dict(state["optimizer"])  # type: ignore[arg-type]
+        optimizer: dict[str, Any] = state["optimizer"]  # type: ignore[assignment]
+        if isinstance(self.head, PolicyRatio):
+            optimizer = _without_trained_absorbing(optimizer, len(self.optimizer.params))
+        self.optimizer.load_state_dict(optimizer)
+
+
+def _without_trained_absorbing(state: dict[str, Any], params: int) -> dict[str, Any]:
+    """A structured discriminator's optimizer state as checkpoints before 326d69b hold it, with
+    the absorbing logit as its last parameter, without that one (it is set now, not trained);
+    any other state as it is."""
+    (group,) = state["param_groups"]
+    ids = list(group["params"])
+    if len(ids) != params + 1:
+        return state
+    kept = {i: entry for i, entry in state["state"].items() if i != ids[-1]}
+    return {"state": kept, "param_groups": [{**group, "params": ids[:-1]}]}
