@@ -311,11 +311,13 @@ def _worker_agent(
     """In a worker: the installed policy with ``params``, acting from ``state`` (net.memory)
     with actions drawn from a generator seeded with ``seed``."""
     net: RogueNet = context["net"]
-    net.load_state_dict({name: torch.from_numpy(value) for name, value in params.items()})
+    # Copied (torch.tensor), not wrapped: Ray hands a worker read-only arrays, which
+    # torch.from_numpy would wrap with a warning.
+    net.load_state_dict({name: torch.tensor(value) for name, value in params.items()})
     generator = torch.Generator()
     generator.manual_seed(seed)
     agent = Agent(net, generator=generator)
-    agent.state = None if state is None else torch.from_numpy(state)
+    agent.state = None if state is None else torch.tensor(state)
     return agent
 
 

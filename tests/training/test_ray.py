@@ -64,9 +64,10 @@ def _train(address: str, run_dir: Path, mode: str) -> dict[str, Any]:
     return {"steps": result.steps, "nodes": nodes}
 
 
-def _train_game(address: str | None, run_dir: Path) -> dict[str, Any]:
-    """A few iterations of self-play on CoinDuel with its games in two workers: Ray actors of
-    the cluster at ``address`` (None: worker processes here); the trained weights' digest."""
+def _train_game(address: str | None, run_dir: Path, mode: str = "sync") -> dict[str, Any]:
+    """A few iterations of self-play on CoinDuel in rollout ``mode`` with its games in two
+    workers: Ray actors of the cluster at ``address`` (None: worker processes here); the
+    trained weights' digest."""
     from entityrl.training.checkpoint import load_checkpoint
     from entityrl.training.config import load_config
     from entityrl.training.runner import Trainer
@@ -76,7 +77,7 @@ def _train_game(address: str | None, run_dir: Path) -> dict[str, Any]:
     ]  # fmt: skip
     overrides = [
         *GAME, "rollout.processes=2", *backend, f"log.run_dir={run_dir}",
-        "log.tensorboard=false", "log.progress=false", "torch_threads=1",
+        "log.tensorboard=false", "log.progress=false", "torch_threads=1", f"rollout.mode={mode}",
     ]  # fmt: skip
     trainer = Trainer(load_config(None, overrides, check_env=False))
     nodes = sorted(set(getattr(trainer.env, "nodes", [])))
@@ -139,6 +140,7 @@ def _scenarios() -> dict[str, Any]:
                 "sync": _train(cluster.address, Path(tmp, "sync"), "sync"),
                 "async": _train(cluster.address, Path(tmp, "async"), "async"),
                 "game": _train_game(cluster.address, Path(tmp, "game")),
+                "async_game": _train_game(cluster.address, Path(tmp, "async_game"), "async"),
                 "kill": _kill(cluster.address),
                 "stuck": _stuck(cluster.address),
             }
@@ -214,6 +216,13 @@ def test_self_play_with_its_games_in_actors_trains_as_with_worker_processes(
     assert game["steps"] == 192
     assert all(node.startswith("127.0.0.1 ") for node in game["nodes"]) and game["nodes"]
     assert game["digest"] == _train_game(None, tmp_path / "local")["digest"]
+
+
+def test_async_self_play_plays_its_games_in_actors_on_both_nodes(outcome: dict[str, Any]) -> None:
+    game = outcome["async_game"]
+    assert game["steps"] == 192
+    assert len(game["nodes"]) == 2 and all(n.startswith("127.0.0.1 ") for n in game["nodes"])
+    assert game["digest"] != outcome["game"]["digest"]  # the lag changed what was learned
 
 
 def test_the_backend_is_checked() -> None:
