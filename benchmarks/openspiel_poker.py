@@ -47,6 +47,7 @@ QUIET = ["log.tensorboard=false", "log.progress=false"]
 CFR_ITERATIONS = (1, 3, 10, 30, 100, 300, 1000)
 SECTION = "OpenSpiel poker: self-play scored by exact exploitability"
 NASH_MIXTURE = "pool's Nash mixture"
+NFSP_AVERAGE = "NFSP average policy"
 TARGETS = {"kuhn_poker": 0.02, "leduc_poker": 0.3}
 
 
@@ -77,6 +78,9 @@ class ExploitabilityCurve(Callback):
         own = getattr(trainer.algorithm, "average", None)
         if own is not None:
             nets[f"average {own.rate}"] = own.net
+        nfsp = getattr(trainer.algorithm, "nfsp", None)
+        if nfsp is not None:  # selfplay.mode=nfsp: the average policy, the run's agent
+            nets[NFSP_AVERAGE] = nfsp.net
         self.averages.append({k: exploitability(net, self.game) for k, net in nets.items()})
         if getattr(trainer.algorithm, "meta_game", None) is not None:
             self.averages[-1][NASH_MIXTURE] = self.nash_mixture(trainer)

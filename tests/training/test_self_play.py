@@ -226,7 +226,10 @@ def test_a_resumed_magnetic_self_play_run_continues_exactly(tmp_path: Path) -> N
             r"magnet_rate must be in \(0, 1\) \(at 1 the magnet is the policy and pulls nowhere\), "
             "got 0",
         ),
-        (["selfplay.mode=league"], r"mode must be one of \['pool', 'magnet'\], got 'league'"),
+        (
+            ["selfplay.mode=league"],
+            r"mode must be one of \['pool', 'magnet', 'nfsp'\], got 'league'",
+        ),
     ],
     ids=["learner players", "memory", "rate", "mode"],
 )

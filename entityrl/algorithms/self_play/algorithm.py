@@ -19,6 +19,12 @@ reward is lowered by how far the policy's action leaves a slowly moving copy of 
 (:mod:`entityrl.algorithms.self_play.magnet`), so the policy settles at a mixed equilibrium
 where the pool's best responses would cycle around it.
 
+With ``selfplay.mode=nfsp`` there is no pool either: the learner (the best response) plays one
+seat of each game and the others are played by an average of its past play, a second network
+fitted to the learner's decisions (:mod:`entityrl.algorithms.self_play.nfsp`), or with
+probability ``selfplay.nfsp_eta`` per episode by the learner's policy; the average policy is
+the run's agent when it ends, as the Polyak average is below.
+
 With ``selfplay.average_rate`` > 0 a Polyak average of the learner's parameters follows them
 (:mod:`entityrl.algorithms.self_play.average`) and becomes the run's agent when it ends: the
 final checkpoint's network is the average, and the last iterate is kept beside it, put back in
@@ -50,6 +56,7 @@ from entityrl.algorithms.ppo.algorithm import PPO
 from entityrl.algorithms.self_play.average import ParameterAverage
 from entityrl.algorithms.self_play.magnet import Magnet
 from entityrl.algorithms.self_play.meta_game import MetaGamePlayer
+from entityrl.algorithms.self_play.nfsp import AnticipatoryPlayer, AveragePolicy
 from entityrl.algorithms.self_play.pool import OpponentPool, SelfPlayConfig
 from entityrl.env.multiplayer_vec import MultiPlayerVecEnv
 from entityrl.env.vec_obs import VecObs
@@ -82,6 +89,8 @@ class SelfPlay(PPO):
                 "snapshots in every seat: selfplay.opponent and selfplay.learner_players must be "
                 f"empty, got {settings.opponent!r} and {list(settings.learner_players)}"
             )
+        if settings.mode == "nfsp":
+            cls.check_nfsp(config)
         if settings.mode != "magnet":
             return
         if config.net.memory:
@@ -94,6 +103,25 @@ class SelfPlay(PPO):
                 "selfplay.mode=magnet plays the learner in every seat: selfplay.opponent and "
                 f"selfplay.learner_players must be empty, got {settings.opponent!r} and "
                 f"{list(settings.learner_players)}"
+            )
+
+    @staticmethod
+    def check_nfsp(config: TrainConfig) -> None:
+        """What selfplay.mode=nfsp does not support, refused in one line each."""
+        if config.net.memory:
+            raise ConfigError(
+                "selfplay.mode=nfsp fits its average policy to single decisions, without a "
+                "recurrent state: set net.memory=false"
+            )
+        if config.selfplay.opponent:
+            raise ConfigError(
+                "selfplay.mode=nfsp plays the average policy in the opponents' seats: "
+                f"selfplay.opponent must be empty, got {config.selfplay.opponent!r}"
+            )
+        if config.world_size > 1:
+            raise ConfigError(
+                "selfplay.mode=nfsp keeps one reservoir in one process: set world_size=1, "
+                f"got {config.world_size}"
             )
 
     def __init__(self, ctx: Context) -> None:
@@ -146,6 +174,8 @@ class SelfPlay(PPO):
         self.magnet_mode = config.mode == "magnet"  # make_sampler runs before the magnet exists
         self.magnet_kl = 0.0  # the latest rollout's mean KL(policy || magnet) estimate
         self.learner_params: dict[str, torch.Tensor] | None = None  # while the net is the average
+        self.nfsp: AveragePolicy | None = None
+        self.saved_nfsp_draws: torch.Tensor | None = None  # see load_state_dict
         super().__init__(ctx)
         self.average: ParameterAverage | None = None
         if config.average_rate > 0:
@@ -153,6 +183,25 @@ class SelfPlay(PPO):
         if self.magnet_mode:
             self.magnet = self.own(
                 "magnet", Magnet(ctx.net, config.magnet_coef, config.magnet_rate)
+            )
+        if config.mode == "nfsp":
+            self.nfsp = self.own(
+                "nfsp",
+                AveragePolicy(
+                    ctx.net,
+                    ctx.config.optim,
+                    config.nfsp_lr,
+                    env.choices,
+                    config.nfsp_reservoir,
+                    config.nfsp_batches,
+                    config.nfsp_bs,
+                ),
+            )
+            generator = self.opponent.generator
+            self.anticipatory = AnticipatoryPlayer(
+                NetworkPlayer(ctx.net, generator),
+                NetworkPlayer(self.nfsp.net, generator),
+                config.nfsp_eta,
             )
 
     def make_sampler(self) -> PlayerSampler:
@@ -177,6 +226,8 @@ class SelfPlay(PPO):
             self.magnet.reset(self.ctx.net)
         if self.average is not None and not resumed:
             self.average.reset(self.ctx.net)
+        if self.nfsp is not None and not resumed:
+            self.nfsp.reset(self.ctx.net)
 
     def task_rewards(self, rollout: Rollout) -> npt.NDArray[np.float32]:
         """The task's rewards; with the magnet, less its penalty for leaving the magnet."""
@@ -187,6 +238,13 @@ class SelfPlay(PPO):
         self.magnet_kl = float(penalty.mean()) / self.magnet.coef
         return rewards - penalty
 
+    def learn_more(self, rollout: Rollout, step: int, lr: float) -> dict[str, float]:
+        """With mode=nfsp, also the average policy's fit to the learner's decisions."""
+        metrics = super().learn_more(rollout, step, lr)
+        if self.nfsp is not None:
+            metrics.update(self.nfsp.learn(rollout, self.ctx.net, self.ctx.rng))
+        return metrics
+
     def seat(self) -> Seating:
         """This rollout's seats: one per game for the learner, the rest for the opponent."""
         env: MultiPlayerVecEnv = self.ctx.env  # type: ignore[assignment]
@@ -196,6 +254,11 @@ class SelfPlay(PPO):
         owner = np.where(learner, -1, 0)
         if self.fixed is not None:
             return Seating(owner, [self.fixed])
+        if self.nfsp is not None:
+            # Drawn from the run's random generator, so a resumed run plays the same games.
+            self.opponent.generator.manual_seed(int(self.ctx.rng.integers(2**63)))
+            self.anticipatory.rng = np.random.default_rng(int(self.ctx.rng.integers(2**63)))
+            return Seating(owner, [self.anticipatory])
         if not self.pool.snapshots:  # the first rollout: play against the starting policy
             self.add_snapshot()
             self.swap()
@@ -231,8 +294,11 @@ class SelfPlay(PPO):
 
     @property
     def current_opponent(self) -> Player:
-        """The player in the opponent's seats: the fixed opponent, or the current snapshot."""
-        return self.fixed if self.fixed is not None else self.opponent
+        """The player in the opponent's seats: the fixed opponent, NFSP's mixture of the best
+        response and the average policy, or the current snapshot."""
+        if self.fixed is not None:
+            return self.fixed
+        return self.anticipatory if self.nfsp is not None else self.opponent
 
     def iterate(self, step: int, lr: float) -> Iteration:
         iteration = self.iterate_learner(step, lr)
@@ -244,13 +310,15 @@ class SelfPlay(PPO):
         return iteration
 
     def finish(self) -> None:
-        """With an average, the network becomes it (the last iterate is kept for resuming)."""
+        """With an average (Polyak's or NFSP's), the network becomes it (the last iterate is
+        kept for resuming)."""
         super().finish()
-        if self.average is not None and self.learner_params is None:
+        average = self.average or self.nfsp
+        if average is not None and self.learner_params is None:
             self.learner_params = {
                 k: v.detach().clone() for k, v in self.ctx.net.state_dict().items()
             }
-            self.ctx.net.load_state_dict(self.average.state_dict())
+            self.ctx.net.load_state_dict(average.net.state_dict())
 
     def iterate_learner(self, step: int, lr: float) -> Iteration:
         """One iteration of the learner (and of the magnet or the pool)."""
@@ -258,6 +326,12 @@ class SelfPlay(PPO):
             iteration = super().iterate(step, lr)
             self.magnet.follow(self.ctx.net)
             iteration.metrics["selfplay/magnet_kl"] = self.magnet_kl
+            return iteration
+        if self.nfsp is not None:
+            iteration = super().iterate(step, lr)
+            scores = [r.score for r in self.sampler.take_results()]
+            if scores:  # against the opponents' mixture
+                iteration.metrics["selfplay/score"] = float(np.mean(scores))
             return iteration
         config = self.ctx.config.selfplay
         if self.fixed is None and step - self.last_snapshot >= config.snapshot_every:
@@ -312,6 +386,10 @@ class SelfPlay(PPO):
             "meta_steps": 0 if self.meta_game is None else self.meta_game.steps,
             # A network's memory; other players' states (a scripted player's rows) are rebuilt.
             "opponent_memory": memory if isinstance(memory, torch.Tensor) else None,
+            # mode=nfsp: per row, whether its opponent plays this episode as the best response.
+            "nfsp_draws": torch.from_numpy(memory.copy())
+            if isinstance(memory, np.ndarray) and self.nfsp is not None
+            else None,
             # The last iterate, when the network holds the average (a finished run's).
             "learner": self.learner_params,
         }
@@ -334,8 +412,13 @@ class SelfPlay(PPO):
             self.opponent.net.load_state_dict(self.pool.snapshots[self.pool.current])
         # Like the learner's memory, used once the environments are back where they were.
         self.saved_opponent_memory = saved.get("opponent_memory")
+        self.saved_nfsp_draws = saved.get("nfsp_draws")
 
     def restore_environments(self, obs: VecObs) -> None:
         super().restore_environments(obs)
         if self.saved_opponent_memory is not None:
             self.sampler.opponent_states.set(self.current_opponent, self.saved_opponent_memory)
+        if self.saved_nfsp_draws is not None:
+            self.sampler.opponent_states.set(
+                self.current_opponent, self.saved_nfsp_draws.numpy().copy()
+            )

@@ -1,8 +1,10 @@
 """Self-play's settings and its pool of opponents: frozen snapshots of the learner, rated by Elo.
 
-Two modes (``selfplay.mode``): ``pool``, the learner against snapshots of itself, and
+Three modes (``selfplay.mode``): ``pool``, the learner against snapshots of itself,
 ``magnet``, the learner in every seat with magnetic mirror descent
-(:mod:`entityrl.algorithms.self_play.magnet`; its knobs ``magnet_coef`` and ``magnet_rate``).
+(:mod:`entityrl.algorithms.self_play.magnet`; its knobs ``magnet_coef`` and ``magnet_rate``), and
+``nfsp``, the learner against an average of its own play, fitted by supervised learning
+(:mod:`entityrl.algorithms.self_play.nfsp`; its knobs ``nfsp_*``).
 The pool's knobs are ML-Agents' (``selfplay`` in the config): a snapshot of the learner every
 ``snapshot_every`` steps joins a pool of the latest ``window``; every ``swap_every`` steps the
 opponent changes, to the latest snapshot with probability ``play_latest``, else to one drawn
@@ -25,7 +27,7 @@ from entityrl.algorithms.self_play.meta_nash import zero_sum_nash
 from entityrl.training.elo import update as elo_update
 
 INITIAL_ELO = 1200.0
-MODES = ("pool", "magnet")
+MODES = ("pool", "magnet", "nfsp")
 OPPONENT_MIXES = ("uniform", "nash")
 META_TOLERANCE = 1e-6
 """The meta-game's Nash mixture is solved to this duality gap (times its largest payoff)."""
@@ -40,7 +42,10 @@ class SelfPlayConfig:
     """``pool``: the learner in one seat of each game, snapshots of it in the others (the
     knobs below; for games won or lost). ``magnet``: the learner in every seat, pulled towards
     a slowly moving copy of itself (``magnet_coef``, ``magnet_rate``): its policy converges to
-    an equilibrium of a two-player zero-sum game, mixed ones included."""
+    an equilibrium of a two-player zero-sum game, mixed ones included. ``nfsp``: neural
+    fictitious self-play, the learner (a best response) in one seat of each game against an
+    average policy fitted to its past actions (``nfsp_*``), which is the run's agent at the end.
+    """
     magnet_coef: float = 0.5
     """mode=magnet: the weight of KL(policy || magnet), a penalty on the reward per step."""
     magnet_rate: float = 0.2
@@ -51,6 +56,18 @@ class SelfPlayConfig:
     way to them after every update, and make it the run's agent at the end (the checkpoint's
     ``model``, what ``load_agent``, ``entityrl eval`` and export use; the last iterate stays in
     the checkpoint for resuming). 0: no average, the agent is the last iterate."""
+    nfsp_eta: float = 0.1
+    """mode=nfsp: the anticipatory parameter, the probability that an opponent plays an
+    episode with the learner's policy (the best response) rather than the average policy."""
+    nfsp_reservoir: int = 200_000
+    """mode=nfsp: the learner's decisions kept (a uniform sample of all of them) for the
+    average policy to fit."""
+    nfsp_lr: float = 0.001
+    """mode=nfsp: the average policy's learning rate (constant)."""
+    nfsp_batches: int = 4
+    """mode=nfsp: cross-entropy steps of the average policy after every update."""
+    nfsp_bs: int = 512
+    """mode=nfsp: decisions per cross-entropy step."""
     average_start: int = 0
     """average_rate > 0: steps before which the average just copies the parameters (it then
     averages only the iterates after this step)."""
@@ -102,6 +119,18 @@ class SelfPlayConfig:
             )
         if self.average_start < 0:
             raise ValueError(f"selfplay.average_start must be >= 0, got {self.average_start}")
+        if not 0.0 <= self.nfsp_eta <= 1.0:
+            raise ValueError(f"selfplay.nfsp_eta must be in [0, 1], got {self.nfsp_eta}")
+        for name in ("nfsp_reservoir", "nfsp_batches", "nfsp_bs"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"selfplay.{name} must be >= 1, got {getattr(self, name)}")
+        if self.nfsp_lr <= 0:
+            raise ValueError(f"selfplay.nfsp_lr must be > 0, got {self.nfsp_lr}")
+        if self.mode == "nfsp" and self.average_rate > 0:
+            raise ValueError(
+                "selfplay.mode=nfsp's agent is its average policy: a Polyak average "
+                f"(selfplay.average_rate) would replace it; set 0, got {self.average_rate}"
+            )
         if self.elo_k <= 0:
             raise ValueError(f"selfplay.elo_k must be > 0, got {self.elo_k}")
         if self.opponent_mix not in OPPONENT_MIXES:
