@@ -42,7 +42,7 @@ import torch
 from entityrl.envs import make_vec
 from entityrl.envs.slow import SlowGame
 from entityrl.nn.rogue_net import RogueNet
-from entityrl.training import Trainer, load_agent, load_config
+from entityrl.training import Agent, Trainer, load_agent, load_config
 from entityrl.training.match import MatchResult, load_opponent, play_group, play_match
 from entityrl.training.players import NetworkPlayer
 
@@ -111,20 +111,28 @@ def cooperative(args: argparse.Namespace, tmp: Path) -> list[str]:
     ]
     for seed in args.seeds:
         for mode in ("sync", "async"):
-            run = tmp / f"coop-{mode}-{seed}"
-            overrides = [
-                *QUIET, f"rollout.processes={args.processes}", f"rollout.mode={mode}",
-                f"total_timesteps={args.steps}", f"seed={seed}", f"log.run_dir={run}",
-            ]  # fmt: skip
-            started = time.perf_counter()
-            Trainer(load_config("GuardedExit", overrides)).run()
-            seconds = time.perf_counter() - started
-            agent = load_agent(run, seed=0)
+            agent, seconds = train_timed(
+                "GuardedExit", mode, seed, args, tmp / f"coop-{mode}-{seed}"
+            )
             with make_vec("GuardedExit", 50, seed=EVAL_SEED) as env:
                 group = play_group(NetworkPlayer(agent.net, agent.generator), env, args.games_eval)
             lines.append(f"| {seed} | {mode} | {group.mean():.3f} | {seconds:.0f} |")
             print(lines[-1], flush=True)
     return lines
+
+
+def train_timed(
+    env: str, mode: str, seed: int, args: argparse.Namespace, run: Path
+) -> tuple[Agent, float]:
+    """``env``'s shipped config trained in rollout ``mode`` into ``run``: its agent and the
+    seconds the training took."""
+    overrides = [
+        *QUIET, f"rollout.processes={args.processes}", f"rollout.mode={mode}",
+        f"total_timesteps={args.steps}", f"seed={seed}", f"log.run_dir={run}",
+    ]  # fmt: skip
+    started = time.perf_counter()
+    Trainer(load_config(env, overrides)).run()
+    return load_agent(run, seed=0), time.perf_counter() - started
 
 
 def learning(args: argparse.Namespace, tmp: Path) -> list[str]:
@@ -149,15 +157,7 @@ def learning(args: argparse.Namespace, tmp: Path) -> list[str]:
         lines.append(row(seed, "untrained", untrained, args.games_eval, ""))
         print(lines[-1], flush=True)
         for mode in ("sync", "async"):
-            run = tmp / f"learn-{mode}-{seed}"
-            overrides = [
-                *QUIET, f"rollout.processes={args.processes}", f"rollout.mode={mode}",
-                f"total_timesteps={args.steps}", f"seed={seed}", f"log.run_dir={run}",
-            ]  # fmt: skip
-            started = time.perf_counter()
-            Trainer(load_config("CoinDuel", overrides)).run()
-            seconds = time.perf_counter() - started
-            agent = load_agent(run, seed=0)
+            agent, seconds = train_timed("CoinDuel", mode, seed, args, tmp / f"learn-{mode}-{seed}")
             result = match(NetworkPlayer(agent.net, agent.generator), args.games_eval)
             lines.append(row(seed, mode, result, args.games_eval, f"{seconds:.0f}"))
             print(lines[-1], flush=True)
