@@ -12,13 +12,12 @@ length. Episode returns reported in the logs stay in the environment's own units
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-Combine = Callable[[npt.ArrayLike], npt.NDArray[np.float64]]
+from entityrl.algorithms.common.moments import Combine, RunningMoments
 
 EPSILON = 1e-8
 
@@ -29,14 +28,11 @@ class RewardScaler:
     def __init__(self, num_envs: int, gamma: float) -> None:
         self.gamma = gamma
         self.returns = np.zeros(num_envs, dtype=np.float64)
-        self.count = 0.0
-        self.mean = 0.0
-        self.m2 = 0.0  # sum of squared deviations from the mean
+        self.moments = RunningMoments()
 
     @property
     def std(self) -> float:
-        variance = self.m2 / self.count if self.count > 0 else 1.0
-        return float(np.sqrt(variance + EPSILON))
+        return float(np.sqrt(self.moments.variance() + EPSILON))
 
     def __call__(
         self,
@@ -51,23 +47,12 @@ class RewardScaler:
             self.returns = self.returns * self.gamma + rewards[t]
             seen[t] = self.returns
             self.returns[dones[t]] = 0.0
-        # This rollout's count, sum and sum of squares, summed over processes if several.
-        part = np.array([seen.size, seen.sum(), np.square(seen).sum()], dtype=np.float64)
-        count, total, squares = combine(part) if combine is not None else part
-        mean = total / count
-        m2 = squares - count * mean**2
-        delta = mean - self.mean
-        merged = self.count + count
-        self.m2 += m2 + delta**2 * self.count * count / merged
-        self.mean += delta * count / merged
-        self.count = merged
+        self.moments.update(seen, combine)
         return (rewards / self.std).astype(np.float32)
 
     def state_dict(self) -> dict[str, Any]:
-        # Plain floats: checkpoints load with weights_only=True, which refuses numpy scalars.
-        return {"returns": self.returns.tolist(), "count": float(self.count),
-                "mean": float(self.mean), "m2": float(self.m2)}  # fmt: skip
+        return {"returns": self.returns.tolist(), **self.moments.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.returns = np.asarray(state["returns"], dtype=np.float64)
-        self.count, self.mean, self.m2 = state["count"], state["mean"], state["m2"]
+        self.moments.load_state_dict(state)
