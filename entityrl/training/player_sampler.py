@@ -125,7 +125,7 @@ def play(
         transition.group_reward = after.group_reward[learner]  # type: ignore[index]
         transition.game_over = after.game_over[learner]  # type: ignore[index]
         state = agent.state
-        transition.bootstrap = _truncation_values(
+        transition.bootstrap, transition.cut = _truncation_values(
             agent.net,
             after if everywhere else _learner_view(after, learner),
             state if everywhere or state is None else state[torch.from_numpy(learner)],

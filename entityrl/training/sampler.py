@@ -37,8 +37,10 @@ class _Transition:
     values: npt.NDArray[np.float32]
     reward: npt.NDArray[np.float32] | None = None
     done: npt.NDArray[np.bool_] | None = None
-    # Per row, the value of the observation that ended a truncated episode (else 0).
+    # Per row, the value of the observation that ended a truncated episode (else 0), and
+    # whether the row's episode was truncated.
     bootstrap: npt.NDArray[np.float32] | None = None
+    cut: npt.NDArray[np.bool_] | None = None
     # With net.memory, per row, the state the policy acted from.
     state: npt.NDArray[np.float32] | None = None
     # In multi-player games, per row: whether its player was in play (acted); its group's
@@ -60,7 +62,7 @@ def _run(agent: Agent, env: VecEnv, obs: VecObs, steps: int) -> tuple[list[_Step
         transition = _act(agent, obs)
         obs = env.act(transition.actions)
         transition.reward, transition.done = obs.reward, obs.done
-        transition.bootstrap = _truncation_values(agent.net, obs, agent.state)
+        transition.bootstrap, transition.cut = _truncation_values(agent.net, obs, agent.state)
         transitions.append((transition, with_cut_offs(obs.metrics, obs, obs.done)))
         agent.end_episodes(obs.done)
     return transitions, obs
@@ -94,14 +96,16 @@ def with_cut_offs(
 
 def _truncation_values(
     net: RogueNet, obs: VecObs, state: torch.Tensor | None
-) -> npt.NDArray[np.float32]:
+) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.bool_]]:
     """Per row, the value of the final observation of an episode cut off on this step (0 for
-    rows that went on or ended by the task); ``state``: the policy's, before the reset."""
+    rows that went on or ended by the task), and whether it was cut off; ``state``: the
+    policy's, before the reset."""
     values = np.zeros(obs.num_rows, dtype=np.float32)
-    if obs.truncated is not None and obs.final is not None:
-        final_state = None if state is None else state[torch.from_numpy(obs.truncated)]
-        values[obs.truncated] = net.values(obs.final, final_state).numpy()
-    return values
+    if obs.truncated is None or obs.final is None:
+        return values, np.zeros(obs.num_rows, dtype=np.bool_)
+    final_state = None if state is None else state[torch.from_numpy(obs.truncated)]
+    values[obs.truncated] = net.values(obs.final, final_state).numpy()
+    return values, obs.truncated.astype(np.bool_, copy=True)
 
 
 class Sampler:
@@ -207,6 +211,7 @@ class Sampler:
             next_values=next_values,
             metrics={key: np.concatenate(values) for key, values in parts.items()},
             states=None if next_state is None else np.concatenate([t.state for t in flat]),  # type: ignore[misc]
+            cut=stacked("cut"),
             active=stacked("active"),
             group_rewards=stacked("group_reward"),
             game_over=stacked("game_over"),

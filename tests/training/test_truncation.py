@@ -90,6 +90,19 @@ def test_gae_bootstraps_only_on_truncation(truncate: bool) -> None:
 
 
 @pytest.mark.parametrize("truncate", [True, False])
+def test_rollouts_mark_the_steps_whose_value_is_bootstrapped(truncate: bool) -> None:
+    env = SerialVecEnv(lambda: TimeLimited(truncate), 2, seed=0)
+    net = RogueNet(env.obs_space, env.action_space, RogueNetConfig(d_model=16, n_head=2))
+    rollout = Sampler(env, net, steps=6).collect()
+    assert rollout.cut is not None
+    # Episodes of 3 steps: the 3rd and 6th steps end them, cut off by the time limit or not.
+    expected = np.zeros((6, 2), dtype=bool)
+    expected[[2, 5]] = truncate
+    np.testing.assert_array_equal(rollout.cut, expected)
+    assert (rollout.bootstrap[~rollout.cut] == 0).all()
+
+
+@pytest.mark.parametrize("truncate", [True, False])
 def test_rollouts_report_which_episodes_a_time_limit_cut_off(truncate: bool) -> None:
     env = SerialVecEnv(lambda: TimeLimited(truncate), 2, seed=0)
     net = RogueNet(env.obs_space, env.action_space, RogueNetConfig(d_model=16, n_head=2))

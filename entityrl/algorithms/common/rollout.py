@@ -77,6 +77,9 @@ class Rollout:
     metrics: dict[str, npt.NDArray[np.float64]]  # values of episodes that ended
     # With net.memory, (rows, memory): the state the policy acted from at each row.
     states: npt.NDArray[np.float32] | None = None
+    # (steps, envs): the episode was cut off (truncated) on this step, so ``bootstrap`` holds
+    # a value there.
+    cut: npt.NDArray[np.bool_] | None = None
     # (steps, envs), in multi-player games: the row's player was in play. Rows of players
     # that had left are not learned from.
     active: npt.NDArray[np.bool_] | None = None
