@@ -49,6 +49,7 @@ class POCA(PPO):
         super().check(config)
         for key, on in (
             ("ppo.norm_reward", config.ppo.norm_reward),
+            ("ppo.norm_value", config.ppo.norm_value),
             ("rnd.coef", config.rnd.enabled),
             ("icm.coef", config.icm.enabled),
             ("bc.strength", bool(config.bc.strength)),

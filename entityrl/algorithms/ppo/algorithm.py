@@ -22,10 +22,12 @@ from entityrl.algorithms.base import Context
 from entityrl.algorithms.common.intrinsic import ExplorationBonus
 from entityrl.algorithms.common.reward_scale import RewardScaler
 from entityrl.algorithms.common.rollout import Rollout
+from entityrl.algorithms.common.value_norm import ValueNormalizer
 from entityrl.algorithms.icm import ICM
 from entityrl.algorithms.on_policy import OnPolicyAlgorithm
 from entityrl.algorithms.ppo.loss import PPOConfig, ppo_update
 from entityrl.algorithms.rnd import RND
+from entityrl.training.config import ConfigError
 from entityrl.training.demonstrations import DemonstrationLoss
 from entityrl.training.finite import check_update
 
@@ -59,6 +61,7 @@ class PPO(OnPolicyAlgorithm):
             if (self.scales_rewards if norm_reward is None else norm_reward)
             else None
         )
+        self.value_norm = ValueNormalizer() if config.ppo.norm_value else None
         space = ctx.env.obs_space
         # Checkpoints keep each bonus's state under its name.
         self.bonuses: dict[str, ExplorationBonus] = {}
@@ -102,9 +105,18 @@ class PPO(OnPolicyAlgorithm):
         return rewards
 
     def estimate(self, rollout: Rollout) -> None:
-        """Set the rollout's advantages and returns: by GAE from :meth:`rewards`."""
+        """Set the rollout's advantages and returns: by GAE from :meth:`rewards` (with
+        ppo.norm_value, the returns in the value head's units)."""
         ppo = self.ctx.config.ppo
-        rollout.estimate_advantages(self.rewards(rollout), ppo.gamma, ppo.gae_lambda)
+        rewards = self.rewards(rollout)
+
+        def gae(rollout: Rollout) -> None:
+            rollout.estimate_advantages(rewards, ppo.gamma, ppo.gae_lambda)
+
+        if self.value_norm is None:
+            gae(rollout)
+        else:
+            self.value_norm.estimate(rollout, gae, self.ctx.combine)
 
     def learn_more(self, rollout: Rollout, step: int, lr: float) -> dict[str, float]:
         """What is trained alongside the policy after its update (logged as given)."""
@@ -145,6 +157,8 @@ class PPO(OnPolicyAlgorithm):
         state = super().state_dict()
         if self.reward_scaler is not None:
             state["reward_scale"] = self.reward_scaler.state_dict()
+        if self.value_norm is not None:
+            state["value_norm"] = self.value_norm.state_dict()
         for name, bonus in self.bonuses.items():
             state[name] = bonus.state_dict()
         return state
@@ -153,5 +167,13 @@ class PPO(OnPolicyAlgorithm):
         super().load_state_dict(state)
         if self.reward_scaler is not None:
             self.reward_scaler.load_state_dict(state["reward_scale"])
+        if self.value_norm is not None:
+            if "value_norm" not in state:
+                raise ConfigError(
+                    "ppo.norm_value=true, but the checkpoint was trained without it (its value "
+                    "head's outputs are values, not normalized targets): resume with "
+                    "ppo.norm_value=false"
+                )
+            self.value_norm.load_state_dict(state["value_norm"])
         for name, bonus in self.bonuses.items():
             bonus.load_state_dict(state[name])

@@ -45,6 +45,12 @@ class PPOConfig:
     of any size reach the value function at about unit scale (logged returns stay unscaled).
     null: on, except for algorithms that do not support it (algo=poca); false: off. On by
     default since the robustness suite (benchmarks/RESULTS.md, "Robustness suite")."""
+    norm_value: bool = False
+    """Learn the value targets normalized by their running mean and standard deviation (never
+    below 1), the value head's outputs mapped back before estimating advantages (so values
+    start at the returns' level and the value clip is in units of their spread): for dense
+    rewards whose returns sit far from 0; off by default, it cost sparse tasks in the suite
+    (docs/troubleshooting.md, section 4)."""
     target_kl: float | None = None
     """Stop the update epochs of an iteration early once the approximate KL exceeds this."""
     update_epochs: int = 3
