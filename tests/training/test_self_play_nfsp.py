@@ -56,6 +56,20 @@ def test_the_reservoir_keeps_a_uniform_sample_of_everything_offered() -> None:
     assert per_tenth.min() >= 25 and per_tenth.max() <= 75, per_tenth
 
 
+def test_with_recency_the_reservoir_weighs_rows_by_their_age() -> None:
+    reservoir = Reservoir(500, {"choice": 3}, recency=1.0)
+    rng = np.random.default_rng(0)
+    for start in range(0, 10_000, 250):
+        reservoir.add(matrix_rows(250), choices(np.arange(start, start + 250)), rng)
+    kept = reservoir.actions["choice"].data[:, 0]
+    assert len(reservoir) == 500 and len(np.unique(kept)) == 500
+    # Linear weights: the j-th tenth of the stream holds (2j + 1) / 100 of the sample, 5 rows
+    # of 500 in the first tenth and 95 in the last (uniform: 50 in each).
+    per_tenth = np.bincount(kept // 1000, minlength=10)
+    expected = 5 * (2 * np.arange(10) + 1)
+    assert np.abs(per_tenth - expected).max() <= 20, per_tenth
+
+
 def test_the_reservoir_fills_before_it_replaces() -> None:
     reservoir = Reservoir(100, {"choice": 3})
     reservoir.add(matrix_rows(60), choices(np.arange(60)), np.random.default_rng(0))
@@ -181,6 +195,7 @@ def assert_same(x: object, y: object) -> None:
         (["selfplay.nfsp_eta=1.5"], ValueError, r"nfsp_eta must be in \[0, 1\], got 1.5"),
         (["selfplay.nfsp_reservoir=0"], ValueError, "nfsp_reservoir must be >= 1, got 0"),
         (["selfplay.nfsp_lr=0"], ValueError, "nfsp_lr must be > 0, got 0"),
+        (["selfplay.nfsp_recency=-1"], ValueError, r"nfsp_recency must be >= 0 .*got -1"),
         (["selfplay.nfsp_polyak=1.5"], ValueError, r"nfsp_polyak must be in \[0, 1\] .*got 1.5"),
     ],
 )

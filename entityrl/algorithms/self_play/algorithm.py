@@ -197,6 +197,7 @@ class SelfPlay(PPO):
                     config.nfsp_batches,
                     config.nfsp_bs,
                     config.nfsp_polyak,
+                    config.nfsp_recency,
                 ),
             )
             generator = self.opponent.generator

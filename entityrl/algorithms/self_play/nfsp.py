@@ -42,11 +42,17 @@ from entityrl.training.players import Actions, NetworkPlayer, merge_actions
 class Reservoir:
     """At most ``capacity`` (observation, actions) rows, a uniform sample of every row ever
     added (reservoir sampling, Vitter's algorithm R): the ``n``-th row added replaces a random
-    one with probability ``capacity / n`` once the reservoir is full."""
+    one with probability ``capacity / n`` once the reservoir is full.
 
-    def __init__(self, capacity: int, choices: dict[str, int]) -> None:
+    With ``recency`` ``p`` > 0 that probability is ``(1 + p) * capacity / n`` (at most 1): the
+    ``i``-th row of ``N`` offered is then still held with a probability proportional to
+    ``(i / N) ** p``, so the sample is of every row weighted by its age to the power ``p`` (1:
+    linear averaging, as CFR+ weighs its iterates), and early rows fade."""
+
+    def __init__(self, capacity: int, choices: dict[str, int], recency: float = 0.0) -> None:
         self.capacity = capacity
         self.choices = choices  # each categorical action's size, to concatenate masks
+        self.recency = recency
         self.seen = 0  # rows ever added
         self.obs: VecObs | None = None
         self.actions: Actions = {}
@@ -60,7 +66,8 @@ class Reservoir:
         fill = min(self.capacity - held, count)  # rows that go in while there is room
         # Row i of the batch is the (seen + i + 1)-th ever offered.
         offered = self.seen + np.arange(fill, count) + 1
-        kept = fill + np.flatnonzero(rng.random(count - fill) < self.capacity / offered)
+        keep = (1 + self.recency) * self.capacity / offered
+        kept = fill + np.flatnonzero(rng.random(count - fill) < keep)
         slots = rng.integers(self.capacity, size=kept.shape[0])
         self.seen += count
         if not fill and not kept.size:
@@ -120,10 +127,11 @@ class AveragePolicy:
         batches: int,
         batch_size: int,
         polyak: float = 0.0,
+        recency: float = 0.0,
     ) -> None:
         self.net = copy.deepcopy(net)
         self.optimizer = adam(self.net, dataclasses.replace(optim, lr=lr))
-        self.reservoir = Reservoir(capacity, choices)
+        self.reservoir = Reservoir(capacity, choices, recency)
         self.batches = batches
         self.batch_size = batch_size
         self.max_grad_norm = optim.max_grad_norm
