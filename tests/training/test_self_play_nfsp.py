@@ -143,7 +143,11 @@ def test_with_nfsp_polyak_the_agent_is_the_average_networks_polyak_average(
     assert any(not nfsp["net"][k].equal(nfsp["smoothed"][k]) for k in nfsp["net"])
 
 
-@pytest.mark.parametrize("extra", [[], ["selfplay.nfsp_polyak=0.3"]], ids=["fitted", "polyak"])
+@pytest.mark.parametrize(
+    "extra",
+    [[], ["selfplay.nfsp_polyak=0.3", "selfplay.nfsp_recency=1"]],
+    ids=["fitted", "polyak-recency"],
+)
 def test_a_resumed_nfsp_run_continues_exactly(tmp_path: Path, extra: list[str]) -> None:
     extra = ["total_timesteps=2048", *extra]
     Trainer(config(tmp_path / "whole", *extra), Bigger).run()
