@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -37,6 +38,7 @@ from results import replace_section
 
 from entityrl.algorithms.self_play.average import ParameterAverage
 from entityrl.algorithms.self_play.meta_game import saved_mixture
+from entityrl.nn.rogue_net import RogueNet
 from entityrl.training import Callback, Trainer, load_agent, load_config, train
 from entityrl.training.agent import make_eval_env
 from entityrl.training.checkpoint import load_checkpoint
@@ -54,18 +56,23 @@ POOL = ["selfplay.mode=pool", "ppo.ent_coef=1.0", "selfplay.snapshot_every=2048"
 
 
 class ScreenAverages(Callback):
-    """Polyak averages of the learner's parameters at several rates, kept beside a run (after
-    every update, as ``selfplay.average_rate`` keeps its own) without changing it."""
+    """Polyak averages of a network's parameters at several rates, kept beside a run (after
+    every update, as ``selfplay.average_rate`` keeps its own) without changing it: of the
+    learner's, or of the network ``source`` gives (e.g. NFSP's average policy)."""
 
-    def __init__(self, rates: list[float]) -> None:
+    def __init__(
+        self, rates: list[float], source: Callable[[Trainer], RogueNet] | None = None
+    ) -> None:
         self.rates = rates
+        self.source = source or (lambda trainer: trainer.net)
         self.averages: dict[float, ParameterAverage] = {}
 
     def on_iteration(self, trainer: Trainer, metrics: dict[str, float]) -> None:
+        net = self.source(trainer)
         if not self.averages:
-            self.averages = {rate: ParameterAverage(trainer.net, rate) for rate in self.rates}
+            self.averages = {rate: ParameterAverage(net, rate) for rate in self.rates}
         for average in self.averages.values():
-            average.follow(trainer.net)
+            average.follow(net)
 
 
 def trained_nash_conv(

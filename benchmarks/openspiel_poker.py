@@ -41,6 +41,7 @@ from results import replace_section
 
 from entityrl.algorithms.self_play.meta_game import mixture_members
 from entityrl.interop.openspiel import exploitability, mixture_exploitability
+from entityrl.nn.rogue_net import RogueNet
 from entityrl.training import Callback, Trainer, load_config, train
 
 QUIET = ["log.tensorboard=false", "log.progress=false"]
@@ -48,6 +49,7 @@ CFR_ITERATIONS = (1, 3, 10, 30, 100, 300, 1000)
 SECTION = "OpenSpiel poker: self-play scored by exact exploitability"
 NASH_MIXTURE = "pool's Nash mixture"
 NFSP_AVERAGE = "NFSP average policy"
+NFSP_FITTED = "NFSP fitted network"
 TARGETS = {"kuhn_poker": 0.02, "leduc_poker": 0.3}
 
 
@@ -63,7 +65,8 @@ class ExploitabilityCurve(Callback):
         self.started = time.perf_counter()
         self.measuring = 0.0  # seconds spent measuring, left out of the training time
         self.points: list[tuple[int, float, float]] = []
-        self.screened = ScreenAverages(list(screen))
+        # With selfplay.mode=nfsp, of the average policy's network (the run's agent).
+        self.screened = ScreenAverages(list(screen), screened_net)
         self.averages: list[dict[str, float]] = []  # per point: label -> exploitability
         self.meta_steps = 0  # the meta-game's steps (selfplay.opponent_mix=nash)
 
@@ -80,7 +83,9 @@ class ExploitabilityCurve(Callback):
             nets[f"average {own.rate}"] = own.net
         nfsp = getattr(trainer.algorithm, "nfsp", None)
         if nfsp is not None:  # selfplay.mode=nfsp: the average policy, the run's agent
-            nets[NFSP_AVERAGE] = nfsp.net
+            nets[NFSP_AVERAGE] = nfsp.agent
+            if nfsp.smoothed is not None:  # the agent is its Polyak average: also the fitted
+                nets[NFSP_FITTED] = nfsp.net
         self.averages.append({k: exploitability(net, self.game) for k, net in nets.items()})
         if getattr(trainer.algorithm, "meta_game", None) is not None:
             self.averages[-1][NASH_MIXTURE] = self.nash_mixture(trainer)
@@ -96,6 +101,13 @@ class ExploitabilityCurve(Callback):
         pool = trainer.algorithm.pool
         nets, weights = mixture_members(trainer.net, pool.snapshots, pool.mixture)
         return mixture_exploitability(nets, weights, self.game)
+
+
+def screened_net(trainer: Trainer) -> RogueNet:
+    """The network whose parameters ``--screen-average`` averages: NFSP's average policy (the
+    fitted network) with selfplay.mode=nfsp, else the learner."""
+    nfsp = getattr(trainer.algorithm, "nfsp", None)
+    return trainer.net if nfsp is None else nfsp.net
 
 
 def interval(values: list[float]) -> str:
@@ -225,7 +237,8 @@ def main() -> None:
         nargs="*",
         type=float,
         default=[],
-        help="also score Polyak averages of the parameters at these rates (kept beside the run)",
+        help="also score Polyak averages of the parameters at these rates (kept beside the run; "
+        "with selfplay.mode=nfsp of the average policy's)",
     )
     parser.add_argument("--write", action="store_true", help="update benchmarks/RESULTS.md")
     parser.add_argument(

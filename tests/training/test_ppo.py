@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from entityrl.envs import make_vec
 from entityrl.nn import RogueNet, RogueNetConfig
 from entityrl.nn.heads import HeadOutput
 from entityrl.nn.rogue_net import PolicyOutput
+from entityrl.training import Trainer, load_config
 from entityrl.training.config import OptimConfig, PPOConfig
 from entityrl.training.sampler import Sampler
 
@@ -124,3 +126,33 @@ def test_target_kl_stops_the_epochs_early() -> None:
         np.random.default_rng(0),
     )
     assert stats["epochs"] < 10
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        ((), [0.2, 0.2, 0.2]),
+        (("ppo.anneal_entropy=true",), [0.2, 0.1, 0.0]),
+        (("ppo.anneal_entropy=true", "ppo.ent_coef_final=0.04"), [0.2, 0.12, 0.04]),
+        # Without annealing the floor is not used: the coefficient stays where it is set.
+        (("ppo.ent_coef_final=0.04",), [0.2, 0.2, 0.2]),
+    ],
+    ids=["constant", "to-0", "to-floor", "floor-unused"],
+)
+def test_the_entropy_coefficient_anneals_to_its_floor(
+    tmp_path: Path, overrides: tuple[str, ...], expected: list[float]
+) -> None:
+    config = load_config(
+        "CherryPick",
+        ["log.tensorboard=false", "log.progress=false", f"log.run_dir={tmp_path}",
+         "total_timesteps=1000", "ppo.ent_coef=0.2", *overrides],
+    )  # fmt: skip
+    algorithm = Trainer(config).algorithm
+    coefs = [algorithm.entropy_coef(step) for step in (0, 500, 1000)]
+    assert coefs == pytest.approx(expected, abs=1e-12)
+
+
+def test_a_negative_entropy_floor_is_refused_in_one_line() -> None:
+    with pytest.raises(ValueError, match=r"ppo.ent_coef_final .* got 0.01, -0.1 and 0.5") as e:
+        PPOConfig(ent_coef=0.01, ent_coef_final=-0.1)
+    assert "\n" not in str(e.value)

@@ -86,8 +86,12 @@ class PPO(OnPolicyAlgorithm):
 
     def entropy_coef(self, step: int) -> float:
         ppo = self.ctx.config.ppo
+        if not ppo.anneal_entropy:
+            return ppo.ent_coef
         remaining = 1.0 - step / self.ctx.config.total_timesteps
-        return ppo.ent_coef * (remaining if ppo.anneal_entropy else 1.0)
+        if not ppo.ent_coef_final:  # the product alone, as before the floor existed
+            return ppo.ent_coef * remaining
+        return ppo.ent_coef_final + (ppo.ent_coef - ppo.ent_coef_final) * remaining
 
     def task_rewards(self, rollout: Rollout) -> npt.NDArray[np.float32]:
         """The rewards of the task, (steps, envs): the environment's, scaled with

@@ -37,7 +37,10 @@ class PPOConfig:
     ent_coef: float = 0.01
     """Entropy bonus coefficient."""
     anneal_entropy: bool = False
-    """Anneal the entropy coefficient linearly to 0 over training."""
+    """Anneal the entropy coefficient linearly to ``ent_coef_final`` over training."""
+    ent_coef_final: float = 0.0
+    """With anneal_entropy: the entropy coefficient at the end of training (a floor that keeps
+    a policy exploring, e.g. NFSP's best response, which goes stale when it turns greedy)."""
     vf_coef: float = 0.5
     """Value loss coefficient."""
     norm_reward: bool | None = None
@@ -68,8 +71,11 @@ class PPOConfig:
         require_positive("ppo", clip_coef=self.clip_coef, update_epochs=self.update_epochs)
         if self.seq_len < 0:
             raise ValueError(f"ppo.seq_len must be >= 0 (0: rollout.steps), got {self.seq_len}")
-        if self.ent_coef < 0 or self.vf_coef < 0:
-            raise ValueError("ppo.ent_coef and ppo.vf_coef must be >= 0")
+        if self.ent_coef < 0 or self.vf_coef < 0 or self.ent_coef_final < 0:
+            raise ValueError(
+                "ppo.ent_coef, ppo.ent_coef_final and ppo.vf_coef must be >= 0, got "
+                f"{self.ent_coef}, {self.ent_coef_final} and {self.vf_coef}"
+            )
         if self.target_kl is not None:
             require_positive("ppo", target_kl=self.target_kl)
 

@@ -23,7 +23,8 @@ With ``selfplay.mode=nfsp`` there is no pool either: the learner (the best respo
 seat of each game and the others are played by an average of its past play, a second network
 fitted to the learner's decisions (:mod:`entityrl.algorithms.self_play.nfsp`), or with
 probability ``selfplay.nfsp_eta`` per episode by the learner's policy; the average policy is
-the run's agent when it ends, as the Polyak average is below.
+the run's agent when it ends (with ``selfplay.nfsp_polyak``, a Polyak average of that
+network's parameters), as the Polyak average is below.
 
 With ``selfplay.average_rate`` > 0 a Polyak average of the learner's parameters follows them
 (:mod:`entityrl.algorithms.self_play.average`) and becomes the run's agent when it ends: the
@@ -195,6 +196,8 @@ class SelfPlay(PPO):
                     config.nfsp_reservoir,
                     config.nfsp_batches,
                     config.nfsp_bs,
+                    config.nfsp_polyak,
+                    config.nfsp_recency,
                 ),
             )
             generator = self.opponent.generator
@@ -313,12 +316,17 @@ class SelfPlay(PPO):
         """With an average (Polyak's or NFSP's), the network becomes it (the last iterate is
         kept for resuming)."""
         super().finish()
-        average = self.average or self.nfsp
-        if average is not None and self.learner_params is None:
+        if self.average is not None:
+            agent = self.average.net
+        elif self.nfsp is not None:
+            agent = self.nfsp.agent
+        else:
+            return
+        if self.learner_params is None:
             self.learner_params = {
                 k: v.detach().clone() for k, v in self.ctx.net.state_dict().items()
             }
-            self.ctx.net.load_state_dict(average.net.state_dict())
+            self.ctx.net.load_state_dict(agent.state_dict())
 
     def iterate_learner(self, step: int, lr: float) -> Iteration:
         """One iteration of the learner (and of the magnet or the pool)."""

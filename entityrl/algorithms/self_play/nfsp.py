@@ -12,6 +12,10 @@ learner best-responds to ``eta * best response + (1 - eta) * average``, which le
 track the best response's change (the paper's "anticipatory dynamics").
 
 The average policy, not the best response, is what converges: it is the run's agent at the end.
+With ``selfplay.nfsp_polyak`` the agent is a Polyak average of the fitted network's parameters
+instead: the fit's stochastic steps move the fitted policy by more, from one update to the next,
+than the reservoir's average moves (on Leduc poker its exploitability swung by 0.05-0.09 between
+points 250k steps apart), and an average over many fits keeps the part they agree on.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from entityrl.algorithms.bc.loss import bc_step
 from entityrl.algorithms.common.optimizer import OptimConfig, adam
 from entityrl.algorithms.common.replay import _plain, _restore
 from entityrl.algorithms.common.rollout import Rollout
+from entityrl.algorithms.self_play.average import ParameterAverage
 from entityrl.env.vec_obs import VecObs
 from entityrl.nn.rogue_net import RogueNet
 from entityrl.ragged import RaggedArray
@@ -37,11 +42,17 @@ from entityrl.training.players import Actions, NetworkPlayer, merge_actions
 class Reservoir:
     """At most ``capacity`` (observation, actions) rows, a uniform sample of every row ever
     added (reservoir sampling, Vitter's algorithm R): the ``n``-th row added replaces a random
-    one with probability ``capacity / n`` once the reservoir is full."""
+    one with probability ``capacity / n`` once the reservoir is full.
 
-    def __init__(self, capacity: int, choices: dict[str, int]) -> None:
+    With ``recency`` ``p`` > 0 that probability is ``(1 + p) * capacity / n`` (at most 1): the
+    ``i``-th row of ``N`` offered is then still held with a probability proportional to
+    ``(i / N) ** p``, so the sample is of every row weighted by its age to the power ``p`` (1:
+    linear averaging, as CFR+ weighs its iterates), and early rows fade."""
+
+    def __init__(self, capacity: int, choices: dict[str, int], recency: float = 0.0) -> None:
         self.capacity = capacity
         self.choices = choices  # each categorical action's size, to concatenate masks
+        self.recency = recency
         self.seen = 0  # rows ever added
         self.obs: VecObs | None = None
         self.actions: Actions = {}
@@ -55,7 +66,8 @@ class Reservoir:
         fill = min(self.capacity - held, count)  # rows that go in while there is room
         # Row i of the batch is the (seen + i + 1)-th ever offered.
         offered = self.seen + np.arange(fill, count) + 1
-        kept = fill + np.flatnonzero(rng.random(count - fill) < self.capacity / offered)
+        keep = (1 + self.recency) * self.capacity / offered
+        kept = fill + np.flatnonzero(rng.random(count - fill) < keep)
         slots = rng.integers(self.capacity, size=kept.shape[0])
         self.seen += count
         if not fill and not kept.size:
@@ -101,7 +113,9 @@ class Reservoir:
 class AveragePolicy:
     """The average policy's network, its optimizer (the run's settings, learning rate ``lr``,
     not annealed: the reservoir's average keeps moving) and its reservoir of the best
-    response's actions; :meth:`learn` adds a rollout's and fits the network to the reservoir."""
+    response's actions; :meth:`learn` adds a rollout's and fits the network to the reservoir.
+    With ``polyak`` > 0 a Polyak average of the network follows it after every fit, and that
+    (:attr:`agent`) is the run's agent; the opponents play the fitted network either way."""
 
     def __init__(
         self,
@@ -112,17 +126,29 @@ class AveragePolicy:
         capacity: int,
         batches: int,
         batch_size: int,
+        polyak: float = 0.0,
+        recency: float = 0.0,
     ) -> None:
         self.net = copy.deepcopy(net)
         self.optimizer = adam(self.net, dataclasses.replace(optim, lr=lr))
-        self.reservoir = Reservoir(capacity, choices)
+        self.reservoir = Reservoir(capacity, choices, recency)
         self.batches = batches
         self.batch_size = batch_size
         self.max_grad_norm = optim.max_grad_norm
+        self.smoothed = ParameterAverage(net, polyak) if polyak > 0 else None
+        self.smoothed_fits = 0  # fits the Polyak average has followed
+
+    @property
+    def agent(self) -> RogueNet:
+        """The network that is the run's agent: the Polyak average, else the fitted one."""
+        return self.net if self.smoothed is None else self.smoothed.net
 
     def reset(self, net: RogueNet) -> None:
         """Start from ``net``'s parameters (a run's start: the best response's initial policy)."""
         self.net.load_state_dict(net.state_dict())
+        if self.smoothed is not None:
+            self.smoothed.reset(net)
+            self.smoothed_fits = 0
 
     def learn(
         self, rollout: Rollout, learner: RogueNet, rng: np.random.Generator
@@ -153,22 +179,42 @@ class AveragePolicy:
             )
             nll += sum(terms.per_action.values())
             actors += sum(terms.actors.values())
+        if self.smoothed is not None:
+            # It starts at the first fit: the initial network is no average of anything.
+            if self.smoothed_fits:
+                self.smoothed.follow(self.net)
+            else:
+                self.smoothed.reset(self.net)
+            self.smoothed_fits += 1
         return {
             "loss/nfsp_nll": nll / max(actors, 1),
             "selfplay/nfsp_reservoir": float(len(self.reservoir)),
         }
 
     def state_dict(self) -> dict[str, Any]:
-        return {
+        state = {
             "net": self.net.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "reservoir": self.reservoir.state_dict(),
         }
+        if self.smoothed is not None:  # absent without it: such checkpoints stay as they were
+            state["smoothed"] = self.smoothed.state_dict()
+            state["smoothed_fits"] = self.smoothed_fits
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.net.load_state_dict(state["net"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.reservoir.load_state_dict(state["reservoir"])
+        if self.smoothed is not None:
+            if "smoothed" not in state:
+                raise ValueError(
+                    "selfplay.nfsp_polyak > 0, but the checkpoint's NFSP average policy has no "
+                    "Polyak average (trained with nfsp_polyak=0): resume with the setting it was "
+                    "trained with"
+                )
+            self.smoothed.load_state_dict(state["smoothed"])
+            self.smoothed_fits = int(state["smoothed_fits"])
 
 
 def _decisions(rollout: Rollout) -> npt.NDArray[np.int64]:

@@ -68,6 +68,16 @@ class SelfPlayConfig:
     """mode=nfsp: cross-entropy steps of the average policy after every update."""
     nfsp_bs: int = 512
     """mode=nfsp: decisions per cross-entropy step."""
+    nfsp_recency: float = 0.0
+    """mode=nfsp: 0, the reservoir is a uniform sample of all the learner's decisions
+    (fictitious play's average); ``p`` > 0, a sample weighted by each decision's age to the
+    power ``p`` (1: linear averaging, weights growing with time as CFR+'s), so the average
+    forgets the early, poorer best responses faster."""
+    nfsp_polyak: float = 0.0
+    """mode=nfsp, above 0: a Polyak average of the average policy's parameters, moved this
+    fraction of the way to them after every fit, is the run's agent at the end instead of the
+    fitted network (which the opponents still play): it filters out the fit's step-to-step
+    noise. 0: off, the agent is the fitted network."""
     average_start: int = 0
     """average_rate > 0: steps before which the average just copies the parameters (it then
     averages only the iterates after this step)."""
@@ -124,6 +134,14 @@ class SelfPlayConfig:
         for name in ("nfsp_reservoir", "nfsp_batches", "nfsp_bs"):
             if getattr(self, name) < 1:
                 raise ValueError(f"selfplay.{name} must be >= 1, got {getattr(self, name)}")
+        if self.nfsp_recency < 0:
+            raise ValueError(
+                f"selfplay.nfsp_recency must be >= 0 (0: uniform), got {self.nfsp_recency}"
+            )
+        if not 0.0 <= self.nfsp_polyak <= 1.0:
+            raise ValueError(
+                f"selfplay.nfsp_polyak must be in [0, 1] (0: off), got {self.nfsp_polyak}"
+            )
         if self.nfsp_lr <= 0:
             raise ValueError(f"selfplay.nfsp_lr must be > 0, got {self.nfsp_lr}")
         if self.mode == "nfsp" and self.average_rate > 0:
