@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 
 import torch
-
 from multisnake_endings import EVAL_SEED, KWARGS, play
+
 from entityrl.envs import make_vec
 from entityrl.envs.experts import multi_snake_expert
 from entityrl.recording import FunctionExpert
