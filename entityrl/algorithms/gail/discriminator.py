@@ -132,6 +132,7 @@ from entityrl.algorithms.common.reduce import Reducer
 from entityrl.env.spaces import ActionSpaces, ObsSpace
 from entityrl.env.vec_obs import VecObs
 from entityrl.nn.heads import HeadOutput
+from entityrl.nn.relpos import RelposConfig
 from entityrl.nn.rogue_net import RogueNet, RogueNetConfig
 from entityrl.ragged import RaggedArray
 
@@ -159,6 +160,10 @@ class DiscriminatorSettings:
     """Width of the discriminator (a RogueNet of its own)."""
     n_layer: int = 1
     """Transformer layers of the discriminator."""
+    relpos: RelposConfig | None = None
+    """Relative-position encoding in the discriminator's attention, as ``net.relpos`` (None:
+    off). Where the policy needs it to see what lies next to an entity (MultiSnake: which cell
+    beside a snake's head holds what), the discriminator's ``q`` needs it as much."""
     lr: float = 0.0003
     """Learning rate of the discriminator."""
     absorbing: bool = True
@@ -391,7 +396,9 @@ class Discriminator:
         self.policy = policy  # the learner's network (read, never trained here)
         self.max_grad_norm = optim.max_grad_norm
         self.action_names = list(action_space)
-        net_config = RogueNetConfig(d_model=settings.d_model, n_layer=settings.n_layer, n_head=1)
+        net_config = RogueNetConfig(
+            d_model=settings.d_model, n_layer=settings.n_layer, n_head=1, relpos=settings.relpos
+        )
         self.net = RogueNet(obs_space, action_space, net_config, device=device)
         self.head: nn.Module = (
             PolicyRatio()
