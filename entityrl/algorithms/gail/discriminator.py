@@ -160,6 +160,8 @@ class DiscriminatorSettings:
     """Width of the discriminator (a RogueNet of its own)."""
     n_layer: int = 1
     """Transformer layers of the discriminator."""
+    n_head: int = 1
+    """Attention heads per layer of the discriminator (``d_model`` must be a multiple)."""
     relpos: RelposConfig | None = None
     """Relative-position encoding in the discriminator's attention, as ``net.relpos`` (None:
     off). Where the policy needs it to see what lies next to an entity (MultiSnake: which cell
@@ -199,7 +201,12 @@ class DiscriminatorSettings:
     both stay at or above this for 100 steps in a row (above 1: never)."""
 
     def check_discriminator(self, section: str) -> None:
-        require_positive(section, d_model=self.d_model, lr=self.lr)
+        require_positive(section, d_model=self.d_model, n_head=self.n_head, lr=self.lr)
+        if self.d_model % self.n_head:
+            raise ValueError(
+                f"{section}.d_model ({self.d_model}) must be a multiple of {section}.n_head "
+                f"({self.n_head})"
+            )
         if self.absorbing_weight is not None and self.absorbing_weight <= 0:
             raise ValueError(
                 f"{section}.absorbing_weight must be > 0 or null, got {self.absorbing_weight}"
@@ -397,7 +404,10 @@ class Discriminator:
         self.max_grad_norm = optim.max_grad_norm
         self.action_names = list(action_space)
         net_config = RogueNetConfig(
-            d_model=settings.d_model, n_layer=settings.n_layer, n_head=1, relpos=settings.relpos
+            d_model=settings.d_model,
+            n_layer=settings.n_layer,
+            n_head=settings.n_head,
+            relpos=settings.relpos,
         )
         self.net = RogueNet(obs_space, action_space, net_config, device=device)
         self.head: nn.Module = (

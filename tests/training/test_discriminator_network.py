@@ -1,5 +1,6 @@
-"""The discriminator's relative-position encoding (``gail.relpos``, ``dac.relpos``): its ``q``
-can learn an expert whose choices only relative positions show."""
+"""The discriminator's network options: the relative-position encoding (``gail.relpos``,
+``dac.relpos``), with which its ``q`` can learn an expert whose choices only relative positions
+show, and its attention heads (``gail.n_head``)."""
 
 from __future__ import annotations
 
@@ -74,3 +75,20 @@ def test_the_setting_is_read_from_the_config(section: str) -> None:
         load_config("MultiSnake", [f"algo={section}", "bc.demos=[unused.arrow]"]).gail.relpos
         is None
     )
+
+
+def test_the_heads_are_the_setting_and_must_divide_the_width() -> None:
+    env = make_vec("FloorIsLava", 1, seed=0)
+    settings = GAILConfig(d_model=64, n_head=4, relpos=NEIGHBOURS)
+    discriminator = Discriminator(
+        env.obs_space, env.action_space, settings, "gail", OptimConfig(), torch.device("cpu")
+    )
+    assert discriminator.net.config.n_head == 4
+    assert discriminator.net.encoder.relpos is not None
+    assert discriminator.net.encoder.relpos.keys.shape[1] == 64 // 4  # one head's width
+    with pytest.raises(
+        ValueError, match=r"gail.d_model \(32\) must be a multiple of gail.n_head \(3\)"
+    ):
+        GAILConfig(n_head=3)
+    with pytest.raises(ValueError, match=r"gail.n_head must be > 0, got 0"):
+        GAILConfig(n_head=0)
