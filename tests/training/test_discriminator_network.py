@@ -92,3 +92,41 @@ def test_the_heads_are_the_setting_and_must_divide_the_width() -> None:
         GAILConfig(n_head=3)
     with pytest.raises(ValueError, match=r"gail.n_head must be > 0, got 0"):
         GAILConfig(n_head=0)
+
+
+def test_sharpen_q_rewards_entropy_times_the_log_ratio_of_the_sharpened_q() -> None:
+    """``sharpen_q``: the reward is ``entropy * (log q' - log pi)`` less the reference, ``q'``
+    = ``q^(1 / entropy)`` normalized; checked against every move scored one at a time."""
+    env, steps = _steps(8, seed=0, expert=False)
+    torch.manual_seed(0)
+    learner = RogueNet(env.obs_space, env.action_space, RogueNetConfig(d_model=16))
+    settings = GAILConfig(structured=True, entropy=0.5, sharpen_q=True, relpos=NEIGHBOURS)
+    discriminator = Discriminator(
+        env.obs_space, env.action_space, settings, "gail", OptimConfig(), torch.device("cpu"),
+        policy=learner,
+    )  # fmt: skip
+    # Away from the near-uniform start, so that sharpening matters.
+    with torch.no_grad():
+        for p in discriminator.net.parameters():
+            p.add_(torch.randn_like(p))
+    rewards = discriminator.rewards(steps, gamma=0.9, reference=0.3)
+    with torch.no_grad():
+        log_q = torch.stack(
+            [
+                discriminator.net.evaluate(steps.obs, {"move": _every(k, 8)}).heads["move"].logprob
+                for k in range(len(DIRECTIONS))
+            ],
+            dim=1,
+        )
+        sharp = torch.log_softmax(log_q / 0.5, dim=1)
+        chosen = torch.from_numpy(steps.actions["move"].data[:, 0])
+        log_pi = learner.evaluate(steps.obs, steps.actions).heads["move"].logprob
+    expected = 0.5 * (sharp[torch.arange(8), chosen] - log_pi) - 0.3
+    np.testing.assert_allclose(rewards, expected.numpy(), rtol=1e-4, atol=1e-5)
+    assert float(sharp.exp().max(1).values.mean()) > float(log_q.exp().max(1).values.mean())
+    with pytest.raises(ValueError, match=r"gail.sharpen_q .* needs gail.structured=true"):
+        GAILConfig(sharpen_q=True, entropy=1.0)
+
+
+def _every(choice: int, rows: int) -> RaggedArray:
+    return RaggedArray(np.full((rows, 1), choice, np.int64), np.ones(rows, np.int64))

@@ -186,6 +186,12 @@ class DiscriminatorSettings:
     ``log q - entropy * log pi`` (less the reference). At 1 it is the logit, whose best policy
     is ``q`` itself; below 1 the best policy is ``q^(1 / entropy)`` normalized, sharper than
     ``q`` (the objective's entropy bonus, per actor, weighs ``entropy``)."""
+    sharpen_q: bool = False
+    """Structured, ``entropy`` below 1: the reward is ``entropy * (log q' - log pi)``, ``q'``
+    the sharpened ``q^(1 / entropy)`` normalized per actor: the same best policy as
+    ``log q - entropy * log pi`` without its cost per step, ``entropy * log sum q^(1 /
+    entropy)`` per actor (<= 0, what that reward pays at its best), which makes staying alive
+    cost and ending early pay (see the module's doc). Continuous actions add no cost."""
     ending: bool = False
     """The absorbing state carries the step that ended its episode, so an ending the expert
     never makes (a trap, a crash) is told from one it makes (success); false: one absorbing
@@ -224,6 +230,12 @@ class DiscriminatorSettings:
             raise ValueError(
                 f"{section}.entropy weighs the log pi of the structured discriminator's reward: "
                 f"it needs {section}.structured=true (got {section}.entropy={self.entropy})"
+            )
+        if self.sharpen_q and (not self.structured or self.entropy == 0):
+            raise ValueError(
+                f"{section}.sharpen_q sharpens the structured discriminator's q by 1 / "
+                f"{section}.entropy: it needs {section}.structured=true and {section}.entropy "
+                f"> 0 (got structured={self.structured}, entropy={self.entropy})"
             )
         for name in ("n_layer", "grad_penalty", "entropy"):
             if getattr(self, name) < 0:
@@ -475,12 +487,35 @@ class Discriminator:
         if self.settings.structured and self.settings.entropy != 1.0:
             # The logit holds -1 log pi (its last embedded input): keep `entropy` of it.
             learned = learned + (1.0 - self.settings.entropy) * z[:, -1]
+        if self.settings.sharpen_q:
+            learned = learned - self.sharpening_cost(steps.obs, steps.actions)
         ended = torch.from_numpy(np.flatnonzero(steps.terminal)).to(z.device)
         # With one absorbing state its reward is the reference and the term is 0.
         if self.settings.absorbing and self.settings.ending and len(ended):
             after = self.reward_of(self.absorbing_inputs(z[ended])) - reference
             learned = learned.index_add(0, ended, (horizon(gamma) - 1) * after)
         return learned.cpu().numpy().astype(np.float32)
+
+    def sharpening_cost(self, obs: VecObs, actions: Actions) -> torch.Tensor:
+        """Per row, the sum over its actors of ``entropy * log sum_b q(b)^(1 / entropy)``:
+        what ``log q - entropy * log pi`` pays a policy at its best, ``q^(1 / entropy)``
+        normalized (0 at entropy 1, below 0 under it); ``q`` over each actor's legal
+        choices, the actors in the order of ``actions``."""
+        # Imported here: the algorithms' package imports the training config, which imports
+        # this module's settings.
+        from entityrl.algorithms.sac.policy import masked_policy
+
+        alpha = self.settings.entropy
+        cost = torch.zeros(obs.num_rows, device=self.net.device)
+        for name, scores in self.net.choice_scores(obs).items():
+            q = masked_policy(scores)
+            sharp = (q.logprobs / alpha).masked_fill(~q.legal, -torch.inf)
+            per_actor = alpha * torch.logsumexp(sharp, dim=1)
+            # An actor without a legal choice has nothing to choose: no cost.
+            per_actor = torch.where(q.legal.any(1), per_actor, torch.zeros_like(per_actor))
+            rows = torch.from_numpy(actions[name].row_index()).to(cost.device)
+            cost = cost.index_add(0, rows, per_actor.to(cost.dtype))
+        return cost
 
     def side(self, steps: Steps, gamma: float) -> tuple[torch.Tensor, torch.Tensor]:
         """The embedded inputs of ``steps`` followed (with absorbing states) by the absorbing
