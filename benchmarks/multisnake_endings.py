@@ -21,13 +21,14 @@ import numpy as np
 import torch
 
 from entityrl.algorithms.common.optimizer import OptimConfig
-from entityrl.algorithms.gail.discriminator import Discriminator, GAILConfig
+from entityrl.algorithms.gail.discriminator import Discriminator
 from entityrl.envs import make_vec
 from entityrl.envs.experts import multi_snake_expert
 from entityrl.envs.multi_snake import MOVES, MultiSnake
 from entityrl.ragged import RaggedArray
 from entityrl.recording import FunctionExpert
 from entityrl.training import load_agent
+from entityrl.training.config import from_dict
 
 KWARGS = {"num_snakes": 2, "max_snake_length": 4}  # as benchmarks/adversarial_imitation.py
 EVAL_SEED = 12345
@@ -108,7 +109,7 @@ def per_snake(run: str, agent: Any) -> None:
     env = make_vec("MultiSnake", 16, seed=EVAL_SEED, **KWARGS)
     state = torch.load(f"{run}/checkpoint.pt", weights_only=False)
     discriminator = Discriminator(
-        env.obs_space, env.action_space, GAILConfig(**state["config"]["gail"]), "gail",
+        env.obs_space, env.action_space, from_dict(state["config"], check_env=False).gail, "gail",
         OptimConfig(), torch.device("cpu"), policy=agent.net,
     )  # fmt: skip
     saved = state["gail"]

@@ -158,7 +158,15 @@ def test_the_discriminator_learns_to_tell_the_expert_from_a_random_policy(demos:
     assert after > discriminator.rewards(policy_steps, 0.99, 0.0).mean()
 
 
-@pytest.mark.parametrize("extra", [[], ["gail.structured=true"]])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        [],
+        ["gail.structured=true"],
+        # Select-entity picks: q' over each actor's candidates.
+        ["gail.structured=true", "gail.entropy=0.5", "gail.sharpen_q=true", "gail.n_head=2"],
+    ],
+)
 def test_a_resumed_gail_run_continues_exactly(
     demos: Path, tmp_path: Path, extra: list[str]
 ) -> None:
