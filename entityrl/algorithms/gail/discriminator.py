@@ -105,7 +105,7 @@ Fixes after Kostrikov et al. (2019), "Discriminator-Actor-Critic", for episodes 
   ``ppo.gamma=0.9``), medians of seeds 1-3: MultiSnake 0.517 at 600k steps (short of 0.7),
   TreasureHunt 0.795, CherryPick 0.985, PickMatchingBalls 0.893.
 
-  Then (branch snake2): with the policy's network given relative positions, width 64 and 4
+  Then, with the policy's network given relative positions, width 64 and 4
   heads, PPO on MultiSnake's own reward reaches 0.94 of the expert at 600k steps (median of
   seeds 1-3: 0.979, 0.942, 0.767), and GAIL
   (``entropy=0.25``, ``relpos`` here too) stays at 0.50. Below 1, ``entropy`` makes every step
