@@ -105,7 +105,7 @@ def _truncation_values(
         return values, np.zeros(obs.num_rows, dtype=np.bool_)
     final_state = None if state is None else state[torch.from_numpy(obs.truncated)]
     values[obs.truncated] = net.values(obs.final, final_state).numpy()
-    return values, obs.truncated.astype(np.bool_, copy=True)
+    return values, obs.truncated
 
 
 class Sampler:

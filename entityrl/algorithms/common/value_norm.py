@@ -20,6 +20,7 @@ and exported policies are unchanged, and the normalizer is kept in the algorithm
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -50,7 +51,9 @@ class ValueNormalizer:
         """The head's units of ``values``."""
         return ((values.astype(np.float64) - self.moments.mean) / self.std).astype(np.float32)
 
-    def estimate(self, rollout: Rollout, estimate: Any, combine: Combine | None) -> None:
+    def estimate(
+        self, rollout: Rollout, estimate: Callable[[Rollout], None], combine: Combine | None
+    ) -> None:
         """Run ``estimate(rollout)`` (which sets the rollout's advantages and returns from its
         values) on the rollout's values mapped back from the head's outputs; then take the
         returns of the rows learned from into the statistics, and leave the rollout's returns
