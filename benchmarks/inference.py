@@ -157,6 +157,7 @@ def paths(model: Path, before: Baseline | None) -> dict[str, Callable[[], object
     assert not prepared.padded
     feeds = prepared.feeds
     padded_feeds = padded_single.prepare(obs).feeds
+    run_options = unchecked.run_options  # as the runtime calls its sessions
     rows = {
         "torch `Agent.act` (VecObs in, ragged actions out)": lambda: agent.act(batch),
         "torch: Observation -> Batcher -> `Agent.act` -> Actions": lambda: batcher.unbatch(
@@ -174,10 +175,14 @@ def paths(model: Path, before: Baseline | None) -> dict[str, Callable[[], object
             single.prepare(obs)
         ),
         "  of which: onnxruntime `session.run` alone (inputs ready)": lambda: session.run(
-            None, feeds
+            None, feeds, run_options
         ),
-        "  the padded model's `session.run` alone": lambda: padded.session.run(None, padded_feeds),
-        "  `prepare` then `session.run`": lambda: session.run(None, single.prepare(obs).feeds),
+        "  the padded model's `session.run` alone": lambda: padded.session.run(
+            None, padded_feeds, run_options
+        ),
+        "  `prepare` then `session.run`": lambda: session.run(
+            None, single.prepare(obs).feeds, run_options
+        ),
         "  of which: choosing and building the actions (`SingleObservation.actions_of`)": (
             lambda: single.actions_of(obs, prepared, outputs, unchecked._choose, unchecked._sample)
         ),
